@@ -1,0 +1,370 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookyard/hookyard/pkg/config"
+	"github.com/hookyard/hookyard/pkg/fence"
+	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/projection"
+	"github.com/hookyard/hookyard/pkg/topic"
+)
+
+const usage = `hookyard — webhooks into correct state, whatever order they arrive in.
+
+Usage: hookyard [-config FILE] <command> [args]
+
+Services (scale each separately):
+  receiver        POST /webhooks/{endpoint_id} on HTTP_ADDR (default 127.0.0.1:8080)
+  outbox-relay    publish outbox rows to Kafka
+  processor       consume the events topic and keep projections
+  reconciler      enqueue checks for what no webhook told us
+  api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)
+  dev             all of the above in one process, embedded Kafka and Stripe simulator
+
+Operations:
+  migrate                                  create the database if missing and apply migrations
+  events [-status dead] [-limit N]         list events by status (dead, retrying, pending, ...)
+  explain PROVIDER ACCOUNT ENV TYPE ID     why a resource is in its state: projection, history, events
+  replay event PROVIDER ACCOUNT ENV EVENT_ID
+  replay dead [-since 24h] [-limit N]      replay dead events through the outbox
+  replay resource PROVIDER ACCOUNT ENV TYPE ID [-since 24h]
+  purge -older-than 720h                   drop payloads of finished events, keep their identities
+  fence status                             partition generations and the fenced partition count
+  fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
+
+Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN, METRICS_ADDR, KAFKA_BROKERS,
+STRIPE_API_BASE, STRIPE_API_KEY, HOOKYARD_CONFIG (default hookyard.example.yaml).
+`
+
+// Main runs the binary and returns its exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	fs := flag.NewFlagSet("hookyard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", envOr("HOOKYARD_CONFIG", "hookyard.example.yaml"), "config file")
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	if cmd == "help" || cmd == "-h" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		log.Error("load config", slog.String("error", err.Error()))
+		return 1
+	}
+	if err := run(ctx, cmd, rest, cfg, log, stdout); err != nil {
+		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "hookyard %s: %v\n\n%s", cmd, err, usage)
+			return 2
+		}
+		log.Error(cmd+" failed", slog.String("error", err.Error()))
+		return 1
+	}
+	return 0
+}
+
+var errUsage = errors.New("usage")
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(envOr("LOG_LEVEL", "info"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
+	switch cmd {
+	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
+	case "migrate", "events", "explain", "replay", "purge", "fence":
+	default:
+		return usageErr("unknown command %q", cmd)
+	}
+	conns := int32(4)
+	if cmd == "receiver" || cmd == "dev" {
+		conns = 24
+	}
+	pool, err := openDB(ctx, cfg, log, conns)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	e := &env{cfg: cfg, log: log, pool: pool, reg: newRegistry()}
+	stripeBase := cfg.StripeBase(config.StripeAPIBaseDefault)
+	switch cmd {
+	case "migrate":
+		log.InfoContext(ctx, "database ready")
+		return nil
+	case "dev":
+		return runDev(ctx, e, envOr("SIM_ADDR", SimAddrDefault))
+	case "receiver":
+		r, err := e.receiver()
+		if err != nil {
+			return err
+		}
+		return r.Run(ctx)
+	case "api":
+		return serve(ctx, e.opsAPI(), cfg.OpsAddr, log)
+	case "outbox-relay":
+		if err := ensureTopic(ctx, cfg, brokers(cfg)); err != nil {
+			return err
+		}
+		r, err := e.relay(brokers(cfg))
+		if err != nil {
+			return err
+		}
+		return withMetrics(ctx, e, r.Run)
+	case "processor":
+		p, err := e.processor(brokers(cfg), stripeBase)
+		if err != nil {
+			return err
+		}
+		return withMetrics(ctx, e, p.Run)
+	case "reconciler":
+		return withMetrics(ctx, e, e.reconciler(stripeBase, 0).Run)
+	case "events":
+		fs := flag.NewFlagSet("events", flag.ContinueOnError)
+		status := fs.String("status", inbox.StatusDead, "status to list")
+		limit := fs.Int("limit", 100, "rows")
+		if err := fs.Parse(args); err != nil {
+			return usageErr("%v", err)
+		}
+		rows, err := inbox.List(ctx, pool, *status, *limit)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]any{"events": rows})
+	case "explain":
+		if len(args) != 5 {
+			return usageErr("explain needs PROVIDER ACCOUNT ENV TYPE ID")
+		}
+		r := message.Resource{Provider: args[0], SourceAccount: args[1], Environment: args[2], Type: args[3], ID: args[4]}
+		out := map[string]any{"key": r.Key()}
+		p, err := projection.Get(ctx, pool, r)
+		switch {
+		case errors.Is(err, projection.ErrNotFound):
+			out["projection"] = nil
+		case err != nil:
+			return err
+		default:
+			out["projection"] = p
+		}
+		if out["history"], err = projection.History(ctx, pool, r, 50); err != nil {
+			return err
+		}
+		if out["events"], err = inbox.ListResource(ctx, pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, 50); err != nil {
+			return err
+		}
+		return printJSON(stdout, out)
+	case "replay":
+		return replay(ctx, e, args, stdout)
+	case "purge":
+		fs := flag.NewFlagSet("purge", flag.ContinueOnError)
+		older := fs.Duration("older-than", 0, "purge payloads of finished events older than this")
+		if err := fs.Parse(args); err != nil || *older <= 0 {
+			return usageErr("purge needs -older-than DURATION")
+		}
+		n, err := inbox.PurgePayloads(ctx, pool, time.Now().Add(-*older), 1000)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]any{"purged": n})
+	case "fence":
+		return fenceCmd(ctx, e, args, stdout)
+	}
+	return nil
+}
+
+func withMetrics(ctx context.Context, e *env, run func(context.Context) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return e.serveMetrics(ctx) })
+	g.Go(func() error { return run(ctx) })
+	return g.Wait()
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func sinceFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("since", 0, "only events received within this duration (0: all)")
+}
+
+func sinceTime(d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-d)
+}
+
+func replay(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErr("replay needs event, dead or resource")
+	}
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	since := sinceFlag(fs)
+	limit := fs.Int("limit", 1000, "most events to replay")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	var n int64
+	switch {
+	case args[0] == "event" && len(pos) == 4:
+		n, err = inbox.Replay(ctx, e.pool, inbox.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], EventID: pos[3]})
+	case args[0] == "dead" && len(pos) == 0:
+		n, err = inbox.ReplayDead(ctx, e.pool, sinceTime(*since), *limit)
+	case args[0] == "resource" && len(pos) == 5:
+		n, err = inbox.ReplayResource(ctx, e.pool, pos[0], pos[1], pos[2], pos[3], pos[4], sinceTime(*since))
+	default:
+		return usageErr("replay %s: wrong arguments", strings.Join(args, " "))
+	}
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"replayed": n})
+}
+
+// parseInterleaved accepts flags before or after positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func fenceCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErr("fence needs status or resize")
+	}
+	switch args[0] {
+	case "status":
+		rows, err := e.pool.Query(ctx, `SELECT partition, generation, owner, taken_at FROM partition_fence WHERE topic = $1 ORDER BY partition`, e.cfg.Kafka.Topic)
+		if err != nil {
+			return err
+		}
+		type part struct {
+			Partition  int32     `json:"partition"`
+			Generation int64     `json:"generation"`
+			Owner      string    `json:"owner"`
+			TakenAt    time.Time `json:"taken_at"`
+		}
+		var parts []part
+		for rows.Next() {
+			var p part
+			if err := rows.Scan(&p.Partition, &p.Generation, &p.Owner, &p.TakenAt); err != nil {
+				return err
+			}
+			parts = append(parts, p)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var count *int
+		_ = e.pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, e.cfg.Kafka.Topic).Scan(&count)
+		return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": count, "partitions": parts})
+	case "resize":
+		fs := flag.NewFlagSet("fence resize", flag.ContinueOnError)
+		n := fs.Int("partitions", 0, "new partition count")
+		force := fs.Bool("force", false, "resize even if the group has lag or the outbox has rows")
+		if err := fs.Parse(args[1:]); err != nil || *n <= 0 {
+			return usageErr("fence resize needs -partitions N")
+		}
+		return resize(ctx, e, *n, *force, stdout)
+	}
+	return usageErr("fence %s: unknown", args[0])
+}
+
+// resize drains-checks, grows the topic, then records the new count and
+// bumps every generation. Processors must be stopped while it runs.
+func resize(ctx context.Context, e *env, n int, force bool, stdout io.Writer) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(e.cfg)...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if !force {
+		var pending int64
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&pending); err != nil {
+			return err
+		}
+		if pending > 0 {
+			return fmt.Errorf("outbox holds %d rows: stop the receivers' traffic or wait for the relays to drain it (or -force)", pending)
+		}
+		lags, err := adm.Lag(ctx, e.cfg.Kafka.Group)
+		if err != nil {
+			return fmt.Errorf("read consumer lag: %w", err)
+		}
+		if l, ok := lags[e.cfg.Kafka.Group]; ok {
+			if l.FetchErr != nil {
+				return fmt.Errorf("read consumer lag: %w", l.FetchErr)
+			}
+			if len(l.Members) > 0 {
+				return fmt.Errorf("consumer group %s still has %d members: stop the processors first", e.cfg.Kafka.Group, len(l.Members))
+			}
+			if tl := l.Lag.TotalByTopic()[e.cfg.Kafka.Topic]; tl.Lag > 0 {
+				return fmt.Errorf("consumer group %s has lag %d on %s: let it drain (or -force)", e.cfg.Kafka.Group, tl.Lag, e.cfg.Kafka.Topic)
+			}
+		}
+	}
+	cur, err := topic.Partitions(ctx, cl, e.cfg.Kafka.Topic)
+	if err != nil {
+		return err
+	}
+	if n < cur {
+		return fmt.Errorf("topic %s has %d partitions; Kafka cannot shrink it to %d", e.cfg.Kafka.Topic, cur, n)
+	}
+	if n > cur {
+		if _, err := adm.UpdatePartitions(ctx, n, e.cfg.Kafka.Topic); err != nil {
+			return fmt.Errorf("add partitions: %w", err)
+		}
+	}
+	if err := fence.Resize(ctx, e.pool, e.cfg.Kafka.Topic, n); err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": n, "previous": cur})
+}

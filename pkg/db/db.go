@@ -1,0 +1,113 @@
+// Package db opens the Postgres pool, creates the database when it is missing
+// and applies the embedded migrations. It owns no queries of its own: SQL
+// lives beside the code that runs it.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/hookyard/hookyard/schemas"
+)
+
+// DefaultURL is used when DATABASE_URL is unset.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/hookyard?sslmode=disable"
+
+// Options tune the pool.
+type Options struct {
+	// MaxConns caps the pool. Defaults to pgxpool's default (4 or NumCPU).
+	MaxConns int32
+	// SearchPath sets the schema search path of every connection (tests use
+	// one schema each). Defaults to the server's.
+	SearchPath string
+}
+
+// Open parses url, applies opts and pings the database.
+func Open(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.SearchPath != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.SearchPath
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+// EnsureDatabase creates the database named in dsn when it does not exist,
+// connecting to the server's "postgres" database to do so.
+func EnsureDatabase(ctx context.Context, dsn string, log *slog.Logger) error {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return fmt.Errorf("connect to database %q: %w", name, err)
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	aconn, err := pgx.Connect(ctx, admin.String())
+	if err != nil {
+		return fmt.Errorf("connect to server to create database %q: %w", name, err)
+	}
+	defer aconn.Close(ctx)
+	_, err = aconn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505")) {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	log.InfoContext(ctx, "created database", slog.String("database", name))
+	return nil
+}
+
+// Migrate applies every embedded migration that is not applied yet.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	defer sqlDB.Close()
+	sub, err := fs.Sub(schemas.Migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("open embedded migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, sqlDB, sub)
+	if err != nil {
+		return fmt.Errorf("prepare migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	for _, r := range res {
+		log.InfoContext(ctx, "applied migration", slog.String("source", r.Source.Path), slog.Duration("took", r.Duration))
+	}
+	return nil
+}

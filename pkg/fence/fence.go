@@ -1,0 +1,134 @@
+// Package fence owns partition_fence and topic_fence: the generation a
+// processor takes for a partition when it is assigned, and the check every
+// write makes inside its own transaction.
+//
+// Partition fencing holds only while one resource maps to one partition, so
+// the topic's partition count is part of the fence: Take refuses a topic whose
+// size differs from the recorded one until Resize records the new size and
+// bumps every generation.
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var (
+	// ErrFenced: the partition was taken over since the writer took its
+	// generation; the writer must stop and write nothing.
+	ErrFenced = errors.New("partition fenced: a newer owner took it over")
+	// ErrPartitionCountChanged: the topic's partition count differs from the
+	// one recorded with the generations; run `hookyard fence resize`.
+	ErrPartitionCountChanged = errors.New("topic partition count differs from the fenced count")
+)
+
+// Token is a writer's claim on a partition.
+type Token struct {
+	Topic      string
+	Partition  int32
+	Generation int64
+}
+
+// Querier is what Check needs: a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Register records the topic's partition count the first time a processor
+// sees the topic, and fails when it differs from the recorded one.
+func Register(ctx context.Context, pool *pgxpool.Pool, topic string, partitions int) error {
+	var recorded int
+	err := pool.QueryRow(ctx, `
+INSERT INTO topic_fence (topic, partition_count) VALUES ($1, $2)
+ON CONFLICT (topic) DO UPDATE SET topic = EXCLUDED.topic
+RETURNING partition_count`, topic, partitions).Scan(&recorded)
+	if err != nil {
+		return fmt.Errorf("register topic fence: %w", err)
+	}
+	if recorded != partitions {
+		return fmt.Errorf("%w: topic %s has %d partitions, fence recorded %d", ErrPartitionCountChanged, topic, partitions, recorded)
+	}
+	return nil
+}
+
+// Take bumps the partition's generation and returns it. Every write made
+// under an older generation fails its Check from now on. It also re-checks
+// the partition count, inside the same transaction, so a resize cannot slip
+// between the check and the take.
+func Take(ctx context.Context, pool *pgxpool.Pool, topic string, partition int32, partitions int, owner string) (Token, error) {
+	tok := Token{Topic: topic, Partition: partition}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var recorded int
+		if err := tx.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1 FOR SHARE`, topic).Scan(&recorded); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%w: topic %s not registered", ErrPartitionCountChanged, topic)
+			}
+			return err
+		}
+		if recorded != partitions {
+			return fmt.Errorf("%w: topic %s has %d partitions, fence recorded %d", ErrPartitionCountChanged, topic, partitions, recorded)
+		}
+		return tx.QueryRow(ctx, `
+INSERT INTO partition_fence (topic, partition, generation, owner) VALUES ($1, $2, 1, $3)
+ON CONFLICT (topic, partition) DO UPDATE
+SET generation = partition_fence.generation + 1, owner = EXCLUDED.owner, taken_at = now()
+RETURNING generation`, topic, partition, owner).Scan(&tok.Generation)
+	})
+	if err != nil {
+		return tok, fmt.Errorf("take fence for %s/%d: %w", topic, partition, err)
+	}
+	return tok, nil
+}
+
+// Check fails with ErrFenced when the partition's generation moved past the
+// token's. It must run inside the transaction whose writes it guards: the
+// FOR SHARE lock makes a concurrent Take wait until that transaction ends,
+// so no take-over can interleave between the check and the commit.
+func Check(ctx context.Context, q Querier, tok Token) error {
+	return compare(q.QueryRow(ctx, checkSQL, tok.Topic, tok.Partition), tok)
+}
+
+// Resize records a new partition count for topic and bumps every
+// generation, so no writer from before the resize can write. Run it only
+// after the processors were drained (see the README's "Resizing the topic").
+func Resize(ctx context.Context, pool *pgxpool.Pool, topic string, partitions int) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+INSERT INTO topic_fence (topic, partition_count) VALUES ($1, $2)
+ON CONFLICT (topic) DO UPDATE SET partition_count = EXCLUDED.partition_count, recorded_at = now()`, topic, partitions); err != nil {
+			return fmt.Errorf("record partition count: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE partition_fence SET generation = generation + 1, owner = 'resize', taken_at = now() WHERE topic = $1`, topic); err != nil {
+			return fmt.Errorf("bump generations: %w", err)
+		}
+		return nil
+	})
+}
+
+const checkSQL = `SELECT generation FROM partition_fence WHERE topic = $1 AND partition = $2 FOR SHARE`
+
+// QueueCheck queues Check as the first statement of a batch sent inside the
+// transaction it guards; the batch's Close returns ErrFenced when it fails.
+func QueueCheck(b *pgx.Batch, tok Token) {
+	b.Queue(checkSQL, tok.Topic, tok.Partition).QueryRow(func(row pgx.Row) error {
+		return compare(row, tok)
+	})
+}
+
+func compare(row pgx.Row, tok Token) error {
+	var gen int64
+	if err := row.Scan(&gen); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %s/%d has no fence", ErrFenced, tok.Topic, tok.Partition)
+		}
+		return fmt.Errorf("check fence for %s/%d: %w", tok.Topic, tok.Partition, err)
+	}
+	if gen != tok.Generation {
+		return fmt.Errorf("%w: %s/%d generation %d, writer holds %d", ErrFenced, tok.Topic, tok.Partition, gen, tok.Generation)
+	}
+	return nil
+}

@@ -1,0 +1,299 @@
+package inbox
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Result says what intake did with a record.
+type Result int
+
+const (
+	// Accepted: new event, stored with its outbox row.
+	Accepted Result = iota + 1
+	// Duplicate: the event was already stored; no new work.
+	Duplicate
+	// Ignored: new event outside the allow-list, stored as ignored.
+	Ignored
+	// Kept: new malformed delivery, stored dead for inspection.
+	Kept
+)
+
+func (r Result) String() string {
+	switch r {
+	case Accepted:
+		return "accepted"
+	case Duplicate:
+		return "duplicate"
+	case Ignored:
+		return "ignored"
+	case Kept:
+		return "kept"
+	}
+	return "unknown"
+}
+
+// ErrStopped is returned by Submit after Stop.
+var ErrStopped = errors.New("inbox committer stopped")
+
+// Defaults of CommitterConfig.
+const (
+	CommitWorkersDefault = 8
+	MaxBatchDefault      = 256
+)
+
+// CommitterConfig tunes group commit.
+type CommitterConfig struct {
+	// Workers is the number of statements in flight at once. Defaults to
+	// CommitWorkersDefault.
+	Workers int
+	// MaxBatch caps the events coalesced into one statement. Defaults to
+	// MaxBatchDefault.
+	MaxBatch int
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Committer coalesces concurrent intake requests into one statement per
+// batch (group commit). Each request is answered only after the statement
+// that holds its rows committed. Under no concurrency a batch holds one
+// request, so latency is one round trip.
+type Committer struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	cfg  CommitterConfig
+	reqs chan *request
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+type request struct {
+	ctx  context.Context
+	rec  *Record
+	done chan reply
+}
+
+type reply struct {
+	res Result
+	err error
+}
+
+// NewCommitter starts the commit workers.
+func NewCommitter(pool *pgxpool.Pool, log *slog.Logger, cfg CommitterConfig) *Committer {
+	cfg.Workers = cmp.Or(cfg.Workers, CommitWorkersDefault)
+	cfg.MaxBatch = cmp.Or(cfg.MaxBatch, MaxBatchDefault)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Committer{pool: pool, log: log, cfg: cfg, reqs: make(chan *request), stop: make(chan struct{})}
+	for range cfg.Workers {
+		c.wg.Add(1)
+		go c.work()
+	}
+	return c
+}
+
+// Stop ends the workers after in-flight batches are answered.
+func (c *Committer) Stop() {
+	c.once.Do(func() { close(c.stop) })
+	c.wg.Wait()
+}
+
+// Submit stores rec durably or returns an error; it never reports success
+// for rows that were not committed.
+func (c *Committer) Submit(ctx context.Context, rec *Record) (Result, error) {
+	req := &request{ctx: ctx, rec: rec, done: make(chan reply, 1)}
+	select {
+	case c.reqs <- req:
+	case <-c.stop:
+		return 0, ErrStopped
+	case <-ctx.Done():
+		return 0, fmt.Errorf("queue event for commit: %w", ctx.Err())
+	}
+	// The worker always answers: even when ctx ends, the statement may have
+	// committed, and the caller must not guess.
+	r := <-req.done
+	return r.res, r.err
+}
+
+func (c *Committer) work() {
+	defer c.wg.Done()
+	batch := make([]*request, 0, c.cfg.MaxBatch)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case r := <-c.reqs:
+			batch = append(batch[:0], r)
+		}
+	drain:
+		for len(batch) < c.cfg.MaxBatch {
+			select {
+			case r := <-c.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		c.commit(batch)
+	}
+}
+
+// commit writes one batch. The deadline is the earliest of the requests'
+// deadlines, so no request waits past its own.
+func (c *Committer) commit(batch []*request) {
+	live := batch[:0:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- reply{err: fmt.Errorf("commit event: %w", err)}
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(live[0].ctx)
+	var deadline time.Time
+	for _, r := range live {
+		if d, ok := r.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	recs := make([]*Record, len(live))
+	for i, r := range live {
+		recs[i] = r.rec
+	}
+	results, err := Insert(ctx, c.pool, recs, c.cfg.Now())
+	for i, r := range live {
+		if err != nil {
+			r.done <- reply{err: err}
+			continue
+		}
+		r.done <- reply{res: results[i]}
+	}
+}
+
+const insertSQL = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[])
+        AS u(provider, source_account, environment, event_id, endpoint_id, event_type,
+             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error)
+), ins AS (
+    INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
+                               resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error)
+    SELECT provider, source_account, environment, event_id, endpoint_id, event_type,
+           resource_type, resource_id, resource_version, payload::jsonb, raw_body, status,
+           CASE WHEN status IN ('ignored', 'dead') THEN now() END,
+           CASE WHEN status = 'ignored' THEN 'event type not allowed by endpoint'
+                WHEN status = 'dead' THEN 'malformed' END,
+           last_error
+    FROM input
+    ON CONFLICT DO NOTHING
+    RETURNING provider, source_account, environment, event_id, status
+), out AS (
+    INSERT INTO outbox (message_key, message)
+    SELECT i.message_key, i.message::jsonb
+    FROM ins JOIN input i USING (provider, source_account, environment, event_id)
+    WHERE ins.status = 'pending'
+)
+SELECT provider, source_account, environment, event_id FROM ins`
+
+// Insert stores records and their outbox rows in one statement (so in one
+// transaction) and says for each whether it was new. Copies of one event in
+// the same batch count once: the first is the one stored.
+func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Time) ([]Result, error) {
+	n := len(recs)
+	var (
+		prov, acct, env, eid, epID, etype, rtype, rid = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
+		status, mkey, msgs                            = mk(n), mk(n), mk(n)
+		lastErr                                       = make([]*string, 0, n)
+		versions                                      = make([]*int64, 0, n)
+		payloads                                      = make([]*string, 0, n)
+		raws                                          = make([][]byte, 0, n)
+	)
+	first := make(map[Key]int, n)
+	for i, r := range recs {
+		k := r.Key()
+		if _, seen := first[k]; seen {
+			continue
+		}
+		first[k] = i
+		msg, err := r.Message(now)
+		if err != nil {
+			return nil, fmt.Errorf("encode outbox message: %w", err)
+		}
+		st := StatusPending
+		var le *string
+		switch {
+		case r.Malformed != "":
+			st, le = StatusDead, &r.Malformed
+		case r.Ignored:
+			st = StatusIgnored
+		}
+		raw := r.Raw
+		var payload *string
+		// jsonb cannot hold \u0000: such an event keeps its raw bytes only.
+		if !json.Valid(r.Event.Payload) || bytes.Contains(r.Event.Payload, []byte(`\u0000`)) {
+			raw = r.Event.Payload
+		} else {
+			p := string(r.Event.Payload)
+			payload = &p
+		}
+		prov, acct, env, eid = append(prov, k.Provider), append(acct, k.SourceAccount), append(env, k.Environment), append(eid, k.EventID)
+		epID, etype = append(epID, r.Endpoint.ID), append(etype, r.Event.Type)
+		rtype, rid = append(rtype, r.Event.ResourceType), append(rid, r.Event.ResourceID)
+		status, mkey, msgs = append(status, st), append(mkey, r.Resource().Key()), append(msgs, string(msg))
+		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, payload), append(raws, raw)
+		lastErr = append(lastErr, le)
+	}
+	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr)
+	if err != nil {
+		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
+	}
+	inserted := make(map[Key]bool, n)
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read inserted inbox keys: %w", err)
+		}
+		inserted[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
+	}
+	out := make([]Result, n)
+	for i, r := range recs {
+		k := r.Key()
+		switch {
+		case first[k] != i || !inserted[k]:
+			out[i] = Duplicate
+		case r.Malformed != "":
+			out[i] = Kept
+		case r.Ignored:
+			out[i] = Ignored
+		default:
+			out[i] = Accepted
+		}
+	}
+	return out, nil
+}
+
+func mk(n int) []string { return make([]string, 0, n) }

@@ -1,0 +1,88 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// enqueueSQL sends the inbox rows chosen by the "picked" CTE back down the
+// outbox → Kafka path, on the same key and so the same partition as the
+// original. %s is the picking query; it must lock with FOR UPDATE SKIP LOCKED.
+const enqueueSQL = `
+WITH picked AS (%s), upd AS (
+    UPDATE webhook_inbox w SET status = 'pending', next_attempt_at = NULL, processed_at = NULL
+    FROM picked p
+    WHERE w.provider = p.provider AND w.source_account = p.source_account
+      AND w.environment = p.environment AND w.event_id = p.event_id
+    RETURNING w.provider, w.source_account, w.environment, w.event_id, w.event_type, w.endpoint_id,
+              CASE WHEN w.resource_id = '' THEN 'event' ELSE w.resource_type END AS rt,
+              CASE WHEN w.resource_id = '' THEN w.event_id ELSE w.resource_id END AS rid
+)
+INSERT INTO outbox (message_key, message)
+SELECT concat_ws('/', provider, source_account, environment, rt, rid),
+       jsonb_build_object('kind', 'event', 'provider', provider, 'source_account', source_account,
+           'environment', environment, 'resource_type', rt, 'resource_id', rid, 'event_id', event_id,
+           'event_type', event_type, 'endpoint_id', endpoint_id, 'enqueued_at', now(), 'reason', $1::text)
+FROM upd`
+
+const dueSQL = `
+SELECT provider, source_account, environment, event_id FROM webhook_inbox
+WHERE status = 'retrying' AND next_attempt_at <= $2
+ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// EnqueueDue re-enqueues up to limit parked events whose next attempt is
+// due. Safe to run from several processes at once.
+func EnqueueDue(ctx context.Context, pool *pgxpool.Pool, now time.Time, limit int) (int64, error) {
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, dueSQL), "retry", now, limit)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue due retries: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const replayOneSQL = `
+SELECT provider, source_account, environment, event_id FROM webhook_inbox
+WHERE provider = $2 AND source_account = $3 AND environment = $4 AND event_id = $5 AND status <> 'ignored'
+FOR UPDATE SKIP LOCKED`
+
+// Replay re-enqueues one event (dead, processed or parked). A replay is
+// harmless: a snapshot older than the projection is recorded as stale, and a
+// hint re-fetches the current state.
+func Replay(ctx context.Context, pool *pgxpool.Pool, k Key) (int64, error) {
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayOneSQL), "replay", k.Provider, k.SourceAccount, k.Environment, k.EventID)
+	if err != nil {
+		return 0, fmt.Errorf("replay event %s: %w", k.EventID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const replayDeadSQL = `
+SELECT provider, source_account, environment, event_id FROM webhook_inbox
+WHERE status = 'dead' AND received_at >= $2 LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// ReplayDead re-enqueues up to limit dead events received since since.
+func ReplayDead(ctx context.Context, pool *pgxpool.Pool, since time.Time, limit int) (int64, error) {
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayDeadSQL), "replay", since, limit)
+	if err != nil {
+		return 0, fmt.Errorf("replay dead events: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const replayResourceSQL = `
+SELECT provider, source_account, environment, event_id FROM webhook_inbox
+WHERE provider = $2 AND source_account = $3 AND environment = $4 AND resource_type = $5 AND resource_id = $6
+  AND status <> 'ignored' AND received_at >= $7
+FOR UPDATE SKIP LOCKED`
+
+// ReplayResource re-enqueues every event of one resource received since since.
+func ReplayResource(ctx context.Context, pool *pgxpool.Pool, provider, account, env, rtype, rid string, since time.Time) (int64, error) {
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayResourceSQL), "replay", provider, account, env, rtype, rid, since)
+	if err != nil {
+		return 0, fmt.Errorf("replay resource %s: %w", rid, err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,70 @@
+// Package inbox owns webhook_inbox: durable intake of verified events (with
+// their outbox rows, in one statement), and their processing state.
+//
+// It must never acknowledge an event before its inbox row and outbox row are
+// committed together, and never decide identity with a SELECT before an
+// INSERT: concurrent copies of one event race on the primary key.
+package inbox
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+// Statuses of an inbox row.
+const (
+	StatusPending   = "pending"
+	StatusProcessed = "processed"
+	StatusIgnored   = "ignored"
+	StatusRetrying  = "retrying"
+	StatusDead      = "dead"
+)
+
+// Key is an event's identity.
+type Key struct {
+	Provider      string
+	SourceAccount string
+	Environment   string
+	EventID       string
+}
+
+// Record is a verified event ready to be stored.
+type Record struct {
+	Endpoint *provider.Endpoint
+	Event    provider.Event
+	// Ignored marks an event outside the endpoint's allow-list: stored so the
+	// provider stops retrying, never processed.
+	Ignored bool
+	// Malformed is set for an authenticated delivery we cannot read: it is
+	// stored dead, with this reason, to be inspected rather than lost.
+	Malformed string
+	// Raw is kept byte-for-byte when the endpoint asks for it.
+	Raw []byte
+}
+
+// Key returns the record's event identity.
+func (r *Record) Key() Key {
+	return Key{r.Endpoint.Provider, r.Endpoint.SourceAccount, r.Endpoint.Environment, r.Event.ID}
+}
+
+// Resource returns the resource the record's message is keyed by. An event
+// about no resource is keyed by its own id so it still has one partition.
+func (r *Record) Resource() message.Resource {
+	rt, id := r.Event.ResourceType, r.Event.ResourceID
+	if id == "" {
+		rt, id = "event", r.Event.ID
+	}
+	return message.Resource{Provider: r.Endpoint.Provider, SourceAccount: r.Endpoint.SourceAccount,
+		Environment: r.Endpoint.Environment, Type: rt, ID: id}
+}
+
+// Message returns the outbox message for the record.
+func (r *Record) Message(now time.Time) ([]byte, error) {
+	return json.Marshal(message.Message{
+		Kind: message.KindEvent, Resource: r.Resource(), EventID: r.Event.ID, EventType: r.Event.Type,
+		EndpointID: r.Endpoint.ID, EnqueuedAt: now.UTC(), Reason: message.ReasonWebhook,
+	})
+}

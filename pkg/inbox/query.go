@@ -1,0 +1,125 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound: no inbox row with that identity.
+var ErrNotFound = errors.New("event not found")
+
+// Row is an inbox row as operators see it.
+type Row struct {
+	Provider      string          `json:"provider"`
+	SourceAccount string          `json:"source_account"`
+	Environment   string          `json:"environment"`
+	EventID       string          `json:"event_id"`
+	EndpointID    string          `json:"endpoint_id"`
+	EventType     string          `json:"event_type"`
+	ResourceType  string          `json:"resource_type"`
+	ResourceID    string          `json:"resource_id"`
+	Version       *int64          `json:"resource_version,omitempty"`
+	Status        string          `json:"status"`
+	Outcome       *string         `json:"outcome,omitempty"`
+	Attempts      int             `json:"attempts"`
+	NextAttemptAt *time.Time      `json:"next_attempt_at,omitempty"`
+	LastError     *string         `json:"last_error,omitempty"`
+	ReceivedAt    time.Time       `json:"received_at"`
+	ProcessedAt   *time.Time      `json:"processed_at,omitempty"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+}
+
+const rowColumns = `provider, source_account, environment, event_id, endpoint_id, event_type, resource_type, resource_id,
+    resource_version, status, outcome, attempts, next_attempt_at, last_error, received_at, processed_at`
+
+func scanRow(row pgx.CollectableRow) (Row, error) {
+	var r Row
+	err := row.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
+		&r.ResourceType, &r.ResourceID, &r.Version, &r.Status, &r.Outcome, &r.Attempts, &r.NextAttemptAt,
+		&r.LastError, &r.ReceivedAt, &r.ProcessedAt)
+	return r, err
+}
+
+// Get reads one event, with its payload when withPayload.
+func Get(ctx context.Context, pool *pgxpool.Pool, k Key, withPayload bool) (Row, error) {
+	rows, err := pool.Query(ctx, `SELECT `+rowColumns+` FROM webhook_inbox
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4`,
+		k.Provider, k.SourceAccount, k.Environment, k.EventID)
+	if err != nil {
+		return Row{}, fmt.Errorf("read event %s: %w", k.EventID, err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, scanRow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("read event %s: %w", k.EventID, err)
+	}
+	if withPayload {
+		var p []byte
+		if err := pool.QueryRow(ctx, `SELECT payload FROM webhook_inbox
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4`,
+			k.Provider, k.SourceAccount, k.Environment, k.EventID).Scan(&p); err != nil {
+			return r, fmt.Errorf("read event payload %s: %w", k.EventID, err)
+		}
+		r.Payload = p
+	}
+	return r, nil
+}
+
+// List reads events with status (dead, retrying, …), oldest first.
+func List(ctx context.Context, pool *pgxpool.Pool, status string, limit int) ([]Row, error) {
+	rows, err := pool.Query(ctx, `SELECT `+rowColumns+` FROM webhook_inbox WHERE status = $1 ORDER BY received_at LIMIT $2`, status, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list %s events: %w", status, err)
+	}
+	out, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return nil, fmt.Errorf("list %s events: %w", status, err)
+	}
+	return out, nil
+}
+
+// ListResource reads a resource's events, newest first.
+func ListResource(ctx context.Context, pool *pgxpool.Pool, provider, account, env, rtype, rid string, limit int) ([]Row, error) {
+	rows, err := pool.Query(ctx, `SELECT `+rowColumns+` FROM webhook_inbox
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+ORDER BY received_at DESC LIMIT $6`, provider, account, env, rtype, rid, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list resource events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanRow)
+	if err != nil {
+		return nil, fmt.Errorf("list resource events: %w", err)
+	}
+	return out, nil
+}
+
+// PurgePayloads drops the payload and raw bytes of finished events (processed
+// or ignored) received before cutoff, in chunks, keeping their identity rows
+// so late repeats are still recognised. Dead and parked events keep theirs.
+func PurgePayloads(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, chunk int) (int64, error) {
+	var total int64
+	for {
+		tag, err := pool.Exec(ctx, `
+UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL
+FROM (SELECT provider, source_account, environment, event_id FROM webhook_inbox
+      WHERE status IN ('processed', 'ignored') AND received_at < $1 AND (payload IS NOT NULL OR raw_body IS NOT NULL)
+      LIMIT $2 FOR UPDATE SKIP LOCKED) p
+WHERE w.provider = p.provider AND w.source_account = p.source_account
+  AND w.environment = p.environment AND w.event_id = p.event_id`, cutoff, chunk)
+		if err != nil {
+			return total, fmt.Errorf("purge payloads: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(chunk) {
+			return total, nil
+		}
+	}
+}

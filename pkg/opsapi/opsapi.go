@@ -1,0 +1,219 @@
+// Package opsapi serves the query and operations API (default
+// 127.0.0.1:8081): projections and access decisions for applications, and
+// for operators the history behind a state, the dead list, replays and
+// payload purges. Every /v1 route requires the bearer token; it never writes
+// a projection itself — replays go down the same outbox → Kafka path.
+package opsapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookyard/hookyard/pkg/access"
+	"github.com/hookyard/hookyard/pkg/health"
+	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/projection"
+)
+
+// Config configures the API.
+type Config struct {
+	// Token is the bearer token /v1 requires. Required.
+	Token string
+	// Policy is the access policy.
+	Policy access.Policy
+	// Gatherer serves /metrics. Defaults to an empty registry.
+	Gatherer prometheus.Gatherer
+	// Now is the clock of access decisions. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// New returns the API's handler.
+func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.NewRegistry()
+	}
+	a := &api{pool: pool, log: log.With(slog.String("service", "ops-api")), cfg: cfg}
+	e := health.NewEcho()
+	health.Register(e, cfg.Gatherer, func(ctx context.Context) error { return pool.Ping(ctx) })
+	v1 := e.Group("/v1", a.auth)
+	v1.GET("/projections/:provider/:account/:environment/:type/:id", a.projection)
+	v1.GET("/access/:provider/:account/:environment/:id", a.access)
+	v1.GET("/events/:provider/:account/:environment/:event_id", a.event)
+	v1.GET("/events", a.listEvents)
+	v1.POST("/replay/event/:provider/:account/:environment/:event_id", a.replayEvent)
+	v1.POST("/replay/dead", a.replayDead)
+	v1.POST("/replay/resource/:provider/:account/:environment/:type/:id", a.replayResource)
+	v1.POST("/purge", a.purge)
+	return e
+}
+
+type api struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+	cfg  Config
+}
+
+func fail(c echo.Context, status int, code, msg string) error {
+	return c.JSON(status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func (a *api) auth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.Token)) != 1 {
+			return fail(c, http.StatusUnauthorized, "unauthorized", "bearer token required")
+		}
+		return next(c)
+	}
+}
+
+func resourceParam(c echo.Context, typ string) message.Resource {
+	if typ == "" {
+		typ = c.Param("type")
+	}
+	return message.Resource{Provider: c.Param("provider"), SourceAccount: c.Param("account"),
+		Environment: c.Param("environment"), Type: typ, ID: c.Param("id")}
+}
+
+func (a *api) internal(c echo.Context, err error) error {
+	a.log.Error("ops api", slog.String("path", c.Path()), slog.String("error", err.Error()))
+	return fail(c, http.StatusServiceUnavailable, "unavailable", "database unavailable")
+}
+
+func intParam(c echo.Context, name string, def int) int {
+	if v, err := strconv.Atoi(c.QueryParam(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func (a *api) projection(c echo.Context) error {
+	r := resourceParam(c, "")
+	p, err := projection.Get(c.Request().Context(), a.pool, r)
+	if errors.Is(err, projection.ErrNotFound) {
+		return fail(c, http.StatusNotFound, "not_found", "no projection for that resource")
+	}
+	if err != nil {
+		return a.internal(c, err)
+	}
+	hist, err := projection.History(c.Request().Context(), a.pool, r, intParam(c, "history", 20))
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"projection": p, "history": hist})
+}
+
+func (a *api) access(c echo.Context) error {
+	r := resourceParam(c, "subscription")
+	p, err := projection.Get(c.Request().Context(), a.pool, r)
+	if errors.Is(err, projection.ErrNotFound) {
+		return c.JSON(http.StatusNotFound, map[string]any{"access": false, "reason": "unknown_subscription"})
+	}
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, access.Decide(p, a.cfg.Policy, a.cfg.Now()))
+}
+
+func eventKey(c echo.Context) inbox.Key {
+	return inbox.Key{Provider: c.Param("provider"), SourceAccount: c.Param("account"),
+		Environment: c.Param("environment"), EventID: c.Param("event_id")}
+}
+
+func (a *api) event(c echo.Context) error {
+	row, err := inbox.Get(c.Request().Context(), a.pool, eventKey(c), c.QueryParam("payload") == "true")
+	if errors.Is(err, inbox.ErrNotFound) {
+		return fail(c, http.StatusNotFound, "not_found", "no such event")
+	}
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, row)
+}
+
+func (a *api) listEvents(c echo.Context) error {
+	status := c.QueryParam("status")
+	if status == "" {
+		status = inbox.StatusDead
+	}
+	rows, err := inbox.List(c.Request().Context(), a.pool, status, intParam(c, "limit", 100))
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"events": rows})
+}
+
+func (a *api) replayEvent(c echo.Context) error {
+	n, err := inbox.Replay(c.Request().Context(), a.pool, eventKey(c))
+	if err != nil {
+		return a.internal(c, err)
+	}
+	if n == 0 {
+		return fail(c, http.StatusNotFound, "not_found", "no replayable event with that id")
+	}
+	a.log.Info("event replayed", slog.String("event_id", c.Param("event_id")))
+	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
+}
+
+func since(c echo.Context) (time.Time, error) {
+	s := c.QueryParam("since")
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+func (a *api) replayDead(c echo.Context) error {
+	t, err := since(c)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+	}
+	n, err := inbox.ReplayDead(c.Request().Context(), a.pool, t, intParam(c, "limit", 1000))
+	if err != nil {
+		return a.internal(c, err)
+	}
+	a.log.Info("dead events replayed", slog.Int64("count", n))
+	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
+}
+
+func (a *api) replayResource(c echo.Context) error {
+	t, err := since(c)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+	}
+	r := resourceParam(c, "")
+	n, err := inbox.ReplayResource(c.Request().Context(), a.pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, t)
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
+}
+
+func (a *api) purge(c echo.Context) error {
+	d, err := time.ParseDuration(c.QueryParam("older_than"))
+	if err != nil || d <= 0 {
+		return fail(c, http.StatusBadRequest, "bad_older_than", "older_than must be a positive duration, e.g. 720h")
+	}
+	n, err := inbox.PurgePayloads(c.Request().Context(), a.pool, time.Now().Add(-d), 1000)
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"purged": n})
+}

@@ -1,0 +1,233 @@
+// Package projection owns subscription_projection and projection_history:
+// the current state of each resource and the record of why it is so.
+//
+// A projection only moves forward. Versioned writes compare versions inside
+// the write itself (never read-then-write); deletions leave a tombstone with
+// their version. Callers run these writes in a transaction that also checked
+// the writer's fencing generation.
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/message"
+)
+
+// Outcomes of a write, recorded in projection_history and on the inbox row.
+const (
+	Applied   = "applied"
+	Duplicate = "duplicate" // same version, same content
+	Stale     = "stale"     // lower version than the projection's
+	Conflict  = "conflict"  // same version, different content
+	Gap       = "gap"       // incremental endpoint skipped a version: parked
+	Fetched   = "fetched"   // state fetched from the provider and written
+	Recorded  = "recorded"  // no projection change (fact, ignored type)
+)
+
+// ErrNotFound: no projection for that resource.
+var ErrNotFound = errors.New("projection not found")
+
+// Write is one projection write.
+type Write struct {
+	Resource message.Resource
+	// Version is nil for fetched state.
+	Version *int64
+	State   []byte
+	Status  string
+	Deleted bool
+	EventID string
+	// Generation is the fencing generation the writer holds.
+	Generation int64
+	// Incremental demands Version == current+1.
+	Incremental bool
+}
+
+const versionedSQL = `
+WITH old AS (
+    SELECT provider_version, state FROM subscription_projection
+    WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+), up AS (
+    INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+        provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, needs_reconcile)
+    SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, now(), now(), false
+    WHERE NOT $12::bool OR NOT EXISTS (SELECT 1 FROM old) OR (SELECT provider_version + 1 FROM old) >= $6
+    ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
+    SET provider_version = EXCLUDED.provider_version, state = EXCLUDED.state, status = EXCLUDED.status,
+        deleted = EXCLUDED.deleted, source_event_id = EXCLUDED.source_event_id,
+        fence_generation = EXCLUDED.fence_generation, observed_at = now(), updated_at = now(), needs_reconcile = false
+    WHERE p.provider_version IS NULL OR EXCLUDED.provider_version > p.provider_version
+    RETURNING 1
+), gap AS (
+    UPDATE subscription_projection SET needs_reconcile = true, updated_at = now()
+    WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+      AND $12::bool AND provider_version + 1 < $6
+    RETURNING 1
+)
+SELECT CASE
+    WHEN EXISTS (SELECT 1 FROM up) THEN 'applied'
+    WHEN EXISTS (SELECT 1 FROM gap) THEN 'gap'
+    WHEN (SELECT provider_version FROM old) = $6 AND (SELECT state FROM old) = $7::jsonb THEN 'duplicate'
+    WHEN (SELECT provider_version FROM old) = $6 THEN 'conflict'
+    ELSE 'stale' END`
+
+// ApplyVersioned writes w only if its version is greater than the
+// projection's, in one statement, and says what happened.
+func ApplyVersioned(ctx context.Context, tx pgx.Tx, w Write) (string, error) {
+	b := &pgx.Batch{}
+	var outcome string
+	QueueVersioned(b, w, &outcome)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return "", err
+	}
+	return outcome, nil
+}
+
+// QueueVersioned queues the versioned write on b; outcome is set when the
+// batch's results are read.
+func QueueVersioned(b *pgx.Batch, w Write, outcome *string) {
+	r := w.Resource
+	var v int64
+	if w.Version != nil {
+		v = *w.Version
+	}
+	b.Queue(versionedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
+		v, string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, w.Incremental).QueryRow(func(row pgx.Row) error {
+		if w.Version == nil {
+			return fmt.Errorf("apply versioned projection %s: no version", r.Key())
+		}
+		if err := row.Scan(outcome); err != nil {
+			return fmt.Errorf("apply versioned projection %s: %w", r.Key(), err)
+		}
+		return nil
+	})
+}
+
+const fetchedSQL = `
+INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+    provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now())
+ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
+SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
+    source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
+    observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false`
+
+// QueueFetched queues a write of state fetched from the provider. Its order
+// is kept by the partition (one writer per resource, in sequence) and the
+// fence, so the write itself is unconditional.
+func QueueFetched(b *pgx.Batch, w Write, observedAt time.Time) {
+	r := w.Resource
+	b.Queue(fetchedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
+		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, observedAt).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+// HistoryEntry is one line of why a resource is in its state.
+type HistoryEntry struct {
+	Resource   message.Resource `json:"-"`
+	EventID    string           `json:"event_id,omitempty"`
+	Outcome    string           `json:"outcome"`
+	Version    *int64           `json:"provider_version,omitempty"`
+	Status     string           `json:"status,omitempty"`
+	Generation int64            `json:"fence_generation"`
+	Detail     string           `json:"detail,omitempty"`
+	RecordedAt time.Time        `json:"recorded_at"`
+}
+
+const historySQL = `
+INSERT INTO projection_history (provider, source_account, environment, resource_type, resource_id,
+    event_id, outcome, provider_version, status, fence_generation, detail)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                     $8::int8[], $9::text[], $10::int8[], $11::text[])`
+
+// QueueHistory queues one statement that appends entries.
+func QueueHistory(b *pgx.Batch, entries []HistoryEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	n := len(entries)
+	cols := make([][]string, 9)
+	for i := range cols {
+		cols[i] = make([]string, 0, n)
+	}
+	versions := make([]*int64, 0, n)
+	gens := make([]int64, 0, n)
+	for _, e := range entries {
+		r := e.Resource
+		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, e.EventID, e.Outcome, e.Status, e.Detail} {
+			cols[i] = append(cols[i], v)
+		}
+		versions = append(versions, e.Version)
+		gens = append(gens, e.Generation)
+	}
+	b.Queue(historySQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], versions, cols[7], gens, cols[8]).Exec(
+		func(pgconn.CommandTag) error { return nil })
+}
+
+// Projection is a resource's current state.
+type Projection struct {
+	Resource       message.Resource `json:"resource"`
+	Version        *int64           `json:"provider_version"`
+	State          json.RawMessage  `json:"state"`
+	Status         string           `json:"status"`
+	Deleted        bool             `json:"deleted"`
+	NeedsReconcile bool             `json:"needs_reconcile"`
+	SourceEventID  string           `json:"source_event_id"`
+	Generation     int64            `json:"fence_generation"`
+	ObservedAt     time.Time        `json:"observed_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+}
+
+// Get reads one projection.
+func Get(ctx context.Context, pool *pgxpool.Pool, r message.Resource) (Projection, error) {
+	p := Projection{Resource: r}
+	var state []byte
+	var status, src *string
+	err := pool.QueryRow(ctx, `
+SELECT provider_version, state, status, deleted, needs_reconcile, source_event_id, fence_generation, observed_at, updated_at
+FROM subscription_projection
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5`,
+		r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID).Scan(
+		&p.Version, &state, &status, &p.Deleted, &p.NeedsReconcile, &src, &p.Generation, &p.ObservedAt, &p.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	if err != nil {
+		return p, fmt.Errorf("read projection %s: %w", r.Key(), err)
+	}
+	p.State = state
+	if status != nil {
+		p.Status = *status
+	}
+	if src != nil {
+		p.SourceEventID = *src
+	}
+	return p, nil
+}
+
+// History reads a resource's latest history entries, newest first.
+func History(ctx context.Context, pool *pgxpool.Pool, r message.Resource, limit int) ([]HistoryEntry, error) {
+	rows, err := pool.Query(ctx, `
+SELECT coalesce(event_id, ''), outcome, provider_version, coalesce(status, ''), coalesce(fence_generation, 0), coalesce(detail, ''), recorded_at
+FROM projection_history
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+ORDER BY id DESC LIMIT $6`, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read projection history %s: %w", r.Key(), err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (HistoryEntry, error) {
+		e := HistoryEntry{Resource: r}
+		err := row.Scan(&e.EventID, &e.Outcome, &e.Version, &e.Status, &e.Generation, &e.Detail, &e.RecordedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read projection history %s: %w", r.Key(), err)
+	}
+	return out, nil
+}

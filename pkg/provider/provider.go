@@ -1,0 +1,130 @@
+// Package provider owns the contract between an authenticated webhook
+// endpoint and the adapters that verify and read one provider's deliveries.
+//
+// An adapter must verify the delivery over the raw bytes before it reads
+// anything from the body, and it must never let the body choose the provider,
+// source account or environment: those come from the Endpoint alone.
+package provider
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Provider names as they appear in config, keys and tables.
+const (
+	Stripe           = "stripe"
+	Chargebee        = "chargebee"
+	GitHub           = "github"
+	StandardWebhooks = "standard-webhooks"
+)
+
+// Sentinel errors an adapter returns; the receiver maps each to an HTTP status
+// and a machine-readable code. Wrap them with %w to add detail.
+var (
+	// ErrUnauthenticated: missing or wrong credentials or signature (401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrStaleSignature: the signature's timestamp is outside the tolerance (400).
+	ErrStaleSignature = errors.New("signature timestamp outside tolerance")
+	// ErrMalformed: authenticated, but the body is not an event we can read (400).
+	ErrMalformed = errors.New("malformed event")
+	// ErrScope: authenticated, but the event belongs to another account or
+	// environment than the endpoint owns, e.g. a live event on a test endpoint (403).
+	ErrScope = errors.New("event outside endpoint scope")
+)
+
+// Endpoint is one configured webhook URL: POST /webhooks/{ID}. Everything that
+// decides whose data an event is comes from here.
+type Endpoint struct {
+	// ID is the path segment of the webhook URL.
+	ID string `yaml:"id"`
+	// Provider is one of Stripe, Chargebee, GitHub, StandardWebhooks.
+	Provider string `yaml:"provider"`
+	// SourceAccount is the provider account the endpoint belongs to.
+	SourceAccount string `yaml:"source_account"`
+	// Environment is e.g. "test" or "live"/"prod".
+	Environment string `yaml:"environment"`
+	// Secrets holds every secret accepted at once, so secrets can rotate.
+	// For Chargebee each entry is "username:password".
+	Secrets []string `yaml:"secrets"`
+	// EventTypes is the allow-list; an event outside it is acknowledged and
+	// recorded as ignored. Empty means every type. A trailing "*" matches a prefix.
+	EventTypes []string `yaml:"event_types"`
+	// Tolerance bounds the age of signature timestamps. Defaults to 300s.
+	Tolerance time.Duration `yaml:"tolerance"`
+	// StoreRaw keeps the raw body bytes beside the parsed payload. Defaults to false.
+	StoreRaw bool `yaml:"store_raw"`
+	// Incremental declares that events carry deltas rather than snapshots, so a
+	// gap in versions parks the resource instead of applying. Defaults to false.
+	Incremental bool `yaml:"incremental"`
+	// Paths locate the event's fields in the body for StandardWebhooks
+	// endpoints (dot-separated JSON paths).
+	Paths Paths `yaml:"paths"`
+}
+
+// Paths are dot-separated JSON paths into a Standard Webhooks payload.
+type Paths struct {
+	// EventType defaults to "type".
+	EventType string `yaml:"event_type"`
+	// ResourceID is required for events that touch a resource, e.g. "data.id".
+	ResourceID string `yaml:"resource_id"`
+	// ResourceType is a path; when empty ResourceTypeValue is used.
+	ResourceType string `yaml:"resource_type"`
+	// ResourceTypeValue is a constant resource type. Defaults to "subscription".
+	ResourceTypeValue string `yaml:"resource_type_value"`
+	// Version is optional; when set the event is a versioned snapshot.
+	Version string `yaml:"version"`
+	// Deleted is an optional path to a boolean that marks a deletion.
+	Deleted string `yaml:"deleted"`
+	// State is the path of the resource snapshot. Defaults to "data".
+	State string `yaml:"state"`
+}
+
+// Live reports whether the endpoint receives production traffic.
+func (e *Endpoint) Live() bool {
+	switch e.Environment {
+	case "live", "prod", "production":
+		return true
+	}
+	return false
+}
+
+// Allows reports whether the endpoint's allow-list admits eventType.
+func (e *Endpoint) Allows(eventType string) bool {
+	if len(e.EventTypes) == 0 {
+		return true
+	}
+	for _, t := range e.EventTypes {
+		if t == eventType || t == "*" {
+			return true
+		}
+		if n := len(t); n > 0 && t[n-1] == '*' && len(eventType) >= n-1 && eventType[:n-1] == t[:n-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is what an adapter read from a verified delivery.
+type Event struct {
+	// ID is the provider's event id: with the endpoint's provider, account and
+	// environment it is the event's identity.
+	ID string
+	// Type is the provider's event type, e.g. "customer.subscription.updated".
+	Type string
+	// ResourceType and ResourceID name the resource the event is about; they
+	// form the Kafka key and the projection key. Empty when the event is about
+	// no resource we track.
+	ResourceType string
+	ResourceID   string
+	// Version is the resource's version when the provider sends one.
+	Version *int64
+	// Payload is the body as JSON.
+	Payload []byte
+}
+
+// Verifier verifies one delivery for an endpoint and reads its event.
+type Verifier interface {
+	Verify(ep *Endpoint, h http.Header, body []byte, now time.Time) (Event, error)
+}

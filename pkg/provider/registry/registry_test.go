@@ -1,0 +1,36 @@
+package registry
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/chargebee"
+	"github.com/hookyard/hookyard/pkg/provider/github"
+	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+)
+
+func TestVerifier(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]provider.Verifier{
+		provider.Stripe:           stripe.Verifier{},
+		provider.Chargebee:        chargebee.Verifier{},
+		provider.GitHub:           github.Verifier{},
+		provider.StandardWebhooks: standardwebhooks.Verifier{},
+	} {
+		got, err := Verifier(name)
+		require.NoError(t, err, name)
+		require.IsType(t, want, got, name)
+	}
+}
+
+func TestVerifierUnknown(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "Stripe", "paddle"} {
+		v, err := Verifier(name)
+		require.ErrorIs(t, err, ErrUnknownProvider)
+		require.Nil(t, v)
+	}
+}

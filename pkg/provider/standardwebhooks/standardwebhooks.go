@@ -1,0 +1,261 @@
+// Package standardwebhooks verifies deliveries signed per the Standard
+// Webhooks specification (webhook-id, webhook-timestamp, webhook-signature)
+// with the reference library, and reads their identity through the
+// endpoint's configured JSON paths.
+//
+// It owns signature and timestamp checking and the reading of configured
+// paths. It must never decide account or environment from the body: those
+// come from the Endpoint alone. Only symmetric "whsec_" secrets (v1
+// signatures) are supported, as in the library.
+package standardwebhooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	swh "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+// Headers of a Standard Webhooks delivery.
+const (
+	IDHeader        = swh.HeaderWebhookID
+	TimestampHeader = swh.HeaderWebhookTimestamp
+	SignatureHeader = swh.HeaderWebhookSignature
+)
+
+// libraryTolerance is the tolerance the library enforces; it cannot be changed.
+const libraryTolerance = 5 * time.Minute
+
+// Defaults for Paths.
+const (
+	DefaultEventTypePath = "type"
+	DefaultResourceType  = "subscription"
+)
+
+// Verifier is the Standard Webhooks adapter.
+type Verifier struct{}
+
+// Verify checks the signature against every secret of the endpoint (several
+// during a rotation) and the timestamp against the tolerance, then reads the
+// event through ep.Paths.
+//
+// The event id is the webhook-id header. The type is at Paths.EventType
+// ("type" by default). The resource id is at Paths.ResourceID; when that is
+// unset or absent from the body the event is about no resource. The resource
+// type is at Paths.ResourceType, else Paths.ResourceTypeValue, else
+// "subscription". When Paths.Version is set a resource's event must carry an
+// integer version there (a JSON number or a numeric string).
+func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) (provider.Event, error) {
+	if err := verify(ep, h, body, now); err != nil {
+		return provider.Event{}, err
+	}
+	doc, err := decode(body)
+	if err != nil {
+		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	}
+	out, err := read(&ep.Paths, doc)
+	if err != nil {
+		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
+	}
+	out.ID = h.Get(IDHeader)
+	out.Payload = body
+	return out, nil
+}
+
+// verify authenticates the delivery. With the library's own tolerance the
+// library checks the timestamp (against the wall clock); with any other
+// tolerance it checks only the signature and the timestamp is checked here
+// against now.
+func verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) error {
+	if h.Get(IDHeader) == "" || h.Get(TimestampHeader) == "" || h.Get(SignatureHeader) == "" {
+		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrRequiredHeaders)
+	}
+	own := ep.Tolerance > 0 && ep.Tolerance != libraryTolerance
+	var verr error = errors.New("no usable secret")
+	ok := false
+	for _, secret := range ep.Secrets {
+		wh, err := swh.NewWebhook(secret)
+		if err != nil || secret == "" || strings.TrimPrefix(secret, "whsec_") == "" {
+			continue // a misconfigured or empty key must never verify anything
+		}
+		if own {
+			err = wh.VerifyIgnoringTimestamp(body, h)
+		} else {
+			err = wh.Verify(body, h)
+		}
+		if err == nil {
+			ok = true
+			break
+		}
+		verr = err
+	}
+	if !ok {
+		if errors.Is(verr, swh.ErrMessageTooOld) || errors.Is(verr, swh.ErrMessageTooNew) {
+			return fmt.Errorf("%w: %w", provider.ErrStaleSignature, verr)
+		}
+		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, verr)
+	}
+	if own {
+		// The signature passed, so the timestamp parses and is authentic.
+		sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrInvalidHeaders)
+		}
+		ts := time.Unix(sec, 0)
+		if now.Sub(ts) > ep.Tolerance {
+			return fmt.Errorf("%w: %w", provider.ErrStaleSignature, swh.ErrMessageTooOld)
+		}
+		if ts.After(now.Add(ep.Tolerance)) {
+			return fmt.Errorf("%w: %w", provider.ErrStaleSignature, swh.ErrMessageTooNew)
+		}
+	}
+	return nil
+}
+
+// read takes the event's fields from doc at the endpoint's paths.
+func read(p *provider.Paths, doc map[string]any) (provider.Event, error) {
+	var out provider.Event
+	typPath := p.EventType
+	if typPath == "" {
+		typPath = DefaultEventTypePath
+	}
+	typ, ok := lookup(doc, typPath)
+	if s, isStr := typ.(string); !ok || !isStr || s == "" {
+		return out, fmt.Errorf("no event type at %q", typPath)
+	}
+	out.Type = typ.(string)
+
+	if p.ResourceID == "" {
+		return out, nil
+	}
+	rid, ok := lookup(doc, p.ResourceID)
+	if !ok || rid == nil {
+		return out, nil // an event about no resource, e.g. a ping
+	}
+	switch x := rid.(type) {
+	case string:
+		out.ResourceID = x
+	case json.Number:
+		out.ResourceID = x.String()
+	default:
+		return out, fmt.Errorf("resource id at %q is a %T", p.ResourceID, rid)
+	}
+	if out.ResourceID == "" {
+		return out, nil
+	}
+
+	switch {
+	case p.ResourceType != "":
+		rt, ok := lookup(doc, p.ResourceType)
+		s, isStr := rt.(string)
+		if !ok || !isStr || s == "" {
+			// Guessing a type would put the event in another resource's sequence.
+			return out, fmt.Errorf("no resource type at %q", p.ResourceType)
+		}
+		out.ResourceType = s
+	case p.ResourceTypeValue != "":
+		out.ResourceType = p.ResourceTypeValue
+	default:
+		out.ResourceType = DefaultResourceType
+	}
+
+	if p.Version != "" {
+		v, ok := lookup(doc, p.Version)
+		if !ok {
+			return out, fmt.Errorf("no version at %q", p.Version)
+		}
+		n, err := integer(v)
+		if err != nil {
+			return out, fmt.Errorf("version at %q: %w", p.Version, err)
+		}
+		out.Version = &n
+	}
+	return out, nil
+}
+
+// decode reads body as exactly one JSON object, keeping numbers exact.
+func decode(body []byte) (map[string]any, error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var doc map[string]any
+	if err := d.Decode(&doc); err != nil {
+		return nil, err
+	}
+	if doc == nil {
+		return nil, errors.New("body is not a JSON object")
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	return doc, nil
+}
+
+// lookup follows a dot-separated path through objects; a numeric segment
+// indexes an array. It reports whether the path exists.
+func lookup(doc map[string]any, path string) (any, bool) {
+	var cur any = doc
+	for seg := range strings.SplitSeq(path, ".") {
+		switch x := cur.(type) {
+		case map[string]any:
+			v, ok := x[seg]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			cur = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// integer reads a JSON number or a numeric string as an int64.
+func integer(v any) (int64, error) {
+	var s string
+	switch x := v.(type) {
+	case json.Number:
+		s = x.String()
+	case string:
+		s = x
+	default:
+		return 0, fmt.Errorf("not an integer: %T", v)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not an integer: %w", err)
+	}
+	return n, nil
+}
+
+// Sign returns the headers a Standard Webhooks sender puts on body, signed
+// with secret ("whsec_" + base64 key). The simulator and tests use it.
+func Sign(secret, msgID string, t time.Time, body []byte) (http.Header, error) {
+	wh, err := swh.NewWebhook(secret)
+	if err != nil {
+		return nil, fmt.Errorf("standardwebhooks: %w", err)
+	}
+	sig, err := wh.Sign(msgID, t, body)
+	if err != nil {
+		return nil, fmt.Errorf("standardwebhooks: %w", err)
+	}
+	h := http.Header{}
+	h.Set(IDHeader, msgID)
+	h.Set(TimestampHeader, strconv.FormatInt(t.Unix(), 10))
+	h.Set(SignatureHeader, sig)
+	return h, nil
+}

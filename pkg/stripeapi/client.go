@@ -1,0 +1,324 @@
+package stripeapi
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"golang.org/x/time/rate"
+)
+
+// Defaults for Config.
+const (
+	BaseURLDefault         = "https://api.stripe.com"
+	TimeoutDefault         = 5 * time.Second
+	RatePerSecondDefault   = 50.0
+	BurstDefault           = 50
+	BreakerFailuresDefault = uint32(5)
+	BreakerOpenForDefault  = 10 * time.Second
+)
+
+// maxBody bounds the size of a response body read into memory.
+const maxBody = 16 << 20
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API root, without a trailing /v1. Defaults to
+	// "https://api.stripe.com".
+	BaseURL string
+	// APIKey is the secret key sent as "Authorization: Bearer <key>".
+	// Defaults to empty, which sends no Authorization header.
+	APIKey string
+	// Timeout bounds each HTTP call, body included. Defaults to 5s.
+	Timeout time.Duration
+	// RatePerSecond is the steady rate of calls the client allows itself.
+	// Defaults to 50.
+	RatePerSecond float64
+	// Burst is the token bucket's size. Defaults to 50.
+	Burst int
+	// BreakerFailures is the number of consecutive failures that open the
+	// breaker. Defaults to 5.
+	BreakerFailures uint32
+	// BreakerOpenFor is how long the breaker stays open before it lets one
+	// trial call through. Defaults to 10s.
+	BreakerOpenFor time.Duration
+	// HTTPClient sends the requests. Defaults to http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// WithDefaults returns cfg with every zero field set to its default.
+func (cfg Config) WithDefaults() Config {
+	cfg.BaseURL = strings.TrimRight(cmp.Or(cfg.BaseURL, BaseURLDefault), "/")
+	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
+	cfg.RatePerSecond = cmp.Or(cfg.RatePerSecond, RatePerSecondDefault)
+	cfg.Burst = cmp.Or(cfg.Burst, BurstDefault)
+	cfg.BreakerFailures = cmp.Or(cfg.BreakerFailures, BreakerFailuresDefault)
+	cfg.BreakerOpenFor = cmp.Or(cfg.BreakerOpenFor, BreakerOpenForDefault)
+	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, http.DefaultClient)
+	return cfg
+}
+
+// Sentinel errors. Returned errors wrap them with detail; test with errors.Is.
+var (
+	// ErrNotFound: Stripe answered 404, the resource does not exist (or not
+	// in this account).
+	ErrNotFound = errors.New("stripeapi: not found")
+	// ErrUnauthorized: Stripe answered 401 or 403, the key is wrong or lacks
+	// access to the account.
+	ErrUnauthorized = errors.New("stripeapi: unauthorized")
+	// ErrRateLimited: Stripe answered 429. Counts as a breaker failure.
+	ErrRateLimited = errors.New("stripeapi: rate limited")
+	// ErrServer: Stripe answered 5xx. Counts as a breaker failure.
+	ErrServer = errors.New("stripeapi: server error")
+	// ErrUnavailable: the breaker is open (or half-open and already trying a
+	// call), so no request was sent.
+	ErrUnavailable = errors.New("stripeapi: unavailable")
+	// ErrUnsupported: the resource type has no known API path.
+	ErrUnsupported = errors.New("stripeapi: unsupported resource type")
+)
+
+// plurals maps resource types to their collection path under /v1.
+var plurals = map[string]string{
+	"subscription": "subscriptions",
+	"customer":     "customers",
+	"invoice":      "invoices",
+}
+
+// Client reads Stripe resources. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	log     *slog.Logger
+	limiter *rate.Limiter
+	breaker *gobreaker.CircuitBreaker[[]byte]
+	calls   atomic.Int64
+}
+
+// New returns a Client for cfg (defaults applied). A nil log discards.
+func New(cfg Config, log *slog.Logger) *Client {
+	cfg = cfg.WithDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		cfg:     cfg,
+		log:     log,
+		limiter: rate.NewLimiter(rate.Limit(cfg.RatePerSecond), cfg.Burst),
+	}
+	c.breaker = gobreaker.NewCircuitBreaker[[]byte](gobreaker.Settings{
+		Name:    "stripeapi",
+		Timeout: cfg.BreakerOpenFor,
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			return n.ConsecutiveFailures >= cfg.BreakerFailures
+		},
+		IsSuccessful: healthy,
+		IsExcluded: func(err error) bool {
+			var g *callerGone
+			return errors.As(err, &g)
+		},
+		OnStateChange: func(name string, from, to gobreaker.State) {
+			c.log.Warn("stripe api breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	return c
+}
+
+// Get fetches one resource and returns its raw JSON. account is the Connect
+// account id sent as Stripe-Account, or "" for the platform account.
+func (c *Client) Get(ctx context.Context, account, resourceType, id string) ([]byte, error) {
+	plural, ok := plurals[resourceType]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
+	}
+	if id == "" {
+		return nil, fmt.Errorf("stripeapi: get %s: empty id", resourceType)
+	}
+	return c.do(ctx, account, "/v1/"+plural+"/"+url.PathEscape(id))
+}
+
+// List reads one page of ids of resourceType, in the API's order, after
+// startingAfter ("" for the first page). limit <= 0 leaves Stripe's default.
+func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids []string, hasMore bool, err error) {
+	plural, ok := plurals[resourceType]
+	if !ok {
+		return nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
+	}
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if startingAfter != "" {
+		q.Set("starting_after", startingAfter)
+	}
+	path := "/v1/" + plural
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	body, err := c.do(ctx, account, path)
+	if err != nil {
+		return nil, false, err
+	}
+	var page struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+		HasMore bool `json:"has_more"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
+	}
+	ids = make([]string, 0, len(page.Data))
+	for _, d := range page.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids, page.HasMore, nil
+}
+
+// Calls reports how many HTTP requests the client has sent.
+func (c *Client) Calls() int64 { return c.calls.Load() }
+
+// BreakerState is "closed", "half-open" or "open".
+func (c *Client) BreakerState() string { return c.breaker.State().String() }
+
+// do sends GET path through the rate limiter and the breaker.
+func (c *Client) do(ctx context.Context, account, path string) ([]byte, error) {
+	if c.breaker.State() == gobreaker.StateOpen {
+		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, gobreaker.ErrOpenState)
+	}
+	if err := c.limiter.Wait(ctx); err != nil {
+		return nil, fmt.Errorf("stripeapi: GET %s: rate limiter: %w", path, err)
+	}
+	body, err := c.breaker.Execute(func() ([]byte, error) {
+		body, err := c.send(ctx, account, path)
+		if err != nil && ctx.Err() != nil {
+			// The caller gave up: says nothing about Stripe's health.
+			return nil, &callerGone{err}
+		}
+		return body, err
+	})
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, err)
+	}
+	return body, err
+}
+
+// send makes one HTTP call bounded by Config.Timeout.
+func (c *Client) send(ctx context.Context, account, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.BaseURL+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("stripeapi: GET %s: %w", path, err)
+	}
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	if account != "" {
+		req.Header.Set("Stripe-Account", account)
+	}
+	req.Header.Set("Accept", "application/json")
+	c.calls.Add(1)
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, transportErr(ctx, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, transportErr(ctx, path, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return body, nil
+	}
+	return nil, statusErr(path, resp.StatusCode, body)
+}
+
+// transportErr wraps a network error, keeping a timeout checkable with
+// errors.Is(err, context.DeadlineExceeded) even when the transport hides it.
+func transportErr(ctx context.Context, path string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("stripeapi: GET %s: %w: %w", path, cerr, err)
+	}
+	return fmt.Errorf("stripeapi: GET %s: %w", path, err)
+}
+
+// statusError is a non-200 answer. It unwraps to its sentinel, if any.
+type statusError struct {
+	path     string
+	status   int
+	code     string
+	message  string
+	sentinel error
+}
+
+func (e *statusError) Error() string {
+	var b strings.Builder
+	if e.sentinel != nil {
+		b.WriteString(e.sentinel.Error())
+		b.WriteString(": ")
+	} else {
+		b.WriteString("stripeapi: ")
+	}
+	fmt.Fprintf(&b, "GET %s: %d", e.path, e.status)
+	if e.code != "" {
+		b.WriteString(" " + e.code)
+	}
+	if e.message != "" {
+		b.WriteString(": " + e.message)
+	}
+	return b.String()
+}
+
+func (e *statusError) Unwrap() error { return e.sentinel }
+
+func statusErr(path string, status int, body []byte) error {
+	e := &statusError{path: path, status: status}
+	var se struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &se) == nil {
+		e.code, e.message = se.Error.Code, se.Error.Message
+	}
+	switch {
+	case status == http.StatusNotFound:
+		e.sentinel = ErrNotFound
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.sentinel = ErrUnauthorized
+	case status == http.StatusTooManyRequests:
+		e.sentinel = ErrRateLimited
+	case status >= 500:
+		e.sentinel = ErrServer
+	}
+	return e
+}
+
+// healthy tells the breaker whether a call's outcome says Stripe is healthy:
+// any answer below 500 other than 429 does; 5xx, 429 and transport errors
+// do not.
+func healthy(err error) bool {
+	if err == nil {
+		return true
+	}
+	var se *statusError
+	return errors.As(err, &se) && se.status < 500 && se.status != http.StatusTooManyRequests
+}
+
+// callerGone marks an error caused by the caller's context ending, which the
+// breaker ignores.
+type callerGone struct{ err error }
+
+func (g *callerGone) Error() string { return g.err.Error() }
+func (g *callerGone) Unwrap() error { return g.err }

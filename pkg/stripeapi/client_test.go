@@ -1,0 +1,214 @@
+package stripeapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/stripesim"
+)
+
+// setup starts a simulator behind an httptest.Server and a client for it.
+func setup(t *testing.T, cfg stripeapi.Config) (*stripesim.Sim, *stripeapi.Client) {
+	t.Helper()
+	sim := stripesim.New(stripesim.Config{})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	cfg.BaseURL = srv.URL
+	cfg.APIKey = "sk_test_123"
+	return sim, stripeapi.New(cfg, nil)
+}
+
+func TestGetOK(t *testing.T) {
+	t.Parallel()
+	sim := stripesim.New(stripesim.Config{})
+	sim.Put(stripesim.Subscription{ID: "sub_1", Customer: "cus_1", Status: "active"})
+	var mu sync.Mutex
+	var hdr http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hdr = r.Header.Clone()
+		mu.Unlock()
+		sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_test_123"}, nil)
+
+	body, err := c.Get(t.Context(), "acct_1", "subscription", "sub_1")
+	require.NoError(t, err)
+	var sub stripesim.Subscription
+	require.NoError(t, json.Unmarshal(body, &sub))
+	require.Equal(t, "sub_1", sub.ID)
+	require.Equal(t, "subscription", sub.Object)
+	require.Equal(t, "active", sub.Status)
+	require.Len(t, sub.Items.Data, 1)
+	mu.Lock()
+	require.Equal(t, "Bearer sk_test_123", hdr.Get("Authorization"))
+	require.Equal(t, "acct_1", hdr.Get("Stripe-Account"))
+	mu.Unlock()
+
+	_, err = c.Get(t.Context(), "", "subscription", "sub_1")
+	require.NoError(t, err)
+	mu.Lock()
+	require.Empty(t, hdr.Values("Stripe-Account"))
+	mu.Unlock()
+	require.EqualValues(t, 2, c.Calls())
+	require.Equal(t, "closed", c.BreakerState())
+}
+
+func TestUnsupported(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{})
+	_, err := c.Get(t.Context(), "", "charge", "ch_1")
+	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
+	_, _, err = c.List(t.Context(), "", "charge", "", 10)
+	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
+	require.Zero(t, sim.APICalls())
+	require.Zero(t, c.Calls())
+}
+
+func TestNotFoundDoesNotTrip(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{BreakerFailures: 2})
+	for i := range 20 {
+		_, err := c.Get(t.Context(), "", "subscription", fmt.Sprintf("sub_missing_%d", i))
+		require.ErrorIs(t, err, stripeapi.ErrNotFound)
+		require.ErrorContains(t, err, "resource_missing")
+	}
+	require.Equal(t, "closed", c.BreakerState())
+	require.EqualValues(t, 20, sim.APICalls())
+}
+
+func TestUnauthorizedDoesNotTrip(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{BreakerFailures: 2})
+	for _, status := range []int{401, 403, 401, 403} {
+		sim.SetFailure(status)
+		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+		require.ErrorIs(t, err, stripeapi.ErrUnauthorized)
+	}
+	require.Equal(t, "closed", c.BreakerState())
+}
+
+func TestServerErrorsOpenBreaker(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{BreakerFailures: 3, BreakerOpenFor: 100 * time.Millisecond})
+	sim.Put(stripesim.Subscription{ID: "sub_1"})
+	sim.SetFailure(http.StatusInternalServerError)
+	for range 3 {
+		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+		require.ErrorIs(t, err, stripeapi.ErrServer)
+	}
+	require.Equal(t, "open", c.BreakerState())
+	for range 5 {
+		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+		require.ErrorIs(t, err, stripeapi.ErrUnavailable)
+	}
+	require.EqualValues(t, 3, sim.APICalls(), "an open breaker sends nothing")
+	require.EqualValues(t, 3, c.Calls())
+
+	// Stripe recovers: after BreakerOpenFor one trial call closes the breaker.
+	sim.SetFailure(0)
+	require.Eventually(t, func() bool { return c.BreakerState() == "half-open" }, 2*time.Second, 10*time.Millisecond)
+	_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+	require.NoError(t, err)
+	require.Equal(t, "closed", c.BreakerState())
+	require.EqualValues(t, 4, sim.APICalls())
+}
+
+func TestRateLimited(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{})
+	sim.SetFailure(http.StatusTooManyRequests)
+	_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+	require.ErrorIs(t, err, stripeapi.ErrRateLimited)
+	require.NotErrorIs(t, err, stripeapi.ErrServer)
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{Timeout: 50 * time.Millisecond, BreakerFailures: 2})
+	sim.Put(stripesim.Subscription{ID: "sub_1"})
+	sim.SetLatency(time.Second)
+	start := time.Now()
+	_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 900*time.Millisecond)
+	// Timeouts count against the breaker.
+	_, err = c.Get(t.Context(), "", "subscription", "sub_1")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, "open", c.BreakerState())
+}
+
+func TestCallerCancelDoesNotTrip(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{BreakerFailures: 1})
+	sim.SetLatency(time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(ctx, "", "subscription", "sub_1")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, "closed", c.BreakerState())
+}
+
+func TestListPagination(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{})
+	var want []string
+	for i := range 25 {
+		id := fmt.Sprintf("sub_%03d", i)
+		want = append(want, id)
+		sim.Put(stripesim.Subscription{ID: id})
+	}
+	var got []string
+	after, pages := "", 0
+	for {
+		ids, more, err := c.List(t.Context(), "", "subscription", after, 10)
+		require.NoError(t, err)
+		got = append(got, ids...)
+		pages++
+		if !more {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, 3, pages)
+
+	ids, more, err := c.List(t.Context(), "", "subscription", "sub_024", 10)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	require.False(t, more)
+}
+
+func TestRateLimiterWaits(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{RatePerSecond: 20, Burst: 1})
+	sim.Put(stripesim.Subscription{ID: "sub_1"})
+	start := time.Now()
+	for range 4 {
+		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
+		require.NoError(t, err)
+	}
+	require.GreaterOrEqual(t, time.Since(start), 140*time.Millisecond)
+}
+
+func TestWithDefaults(t *testing.T) {
+	t.Parallel()
+	cfg := stripeapi.Config{}.WithDefaults()
+	require.Equal(t, stripeapi.BaseURLDefault, cfg.BaseURL)
+	require.Equal(t, stripeapi.TimeoutDefault, cfg.Timeout)
+	require.Equal(t, stripeapi.RatePerSecondDefault, cfg.RatePerSecond)
+	require.Equal(t, stripeapi.BurstDefault, cfg.Burst)
+	require.Equal(t, stripeapi.BreakerFailuresDefault, cfg.BreakerFailures)
+	require.Equal(t, stripeapi.BreakerOpenForDefault, cfg.BreakerOpenFor)
+	require.Same(t, http.DefaultClient, cfg.HTTPClient)
+}

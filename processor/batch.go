@@ -1,0 +1,358 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookyard/hookyard/pkg/fence"
+	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/projection"
+)
+
+// Fetcher reads a resource's current state from its provider. It is called
+// with no database transaction open.
+type Fetcher interface {
+	Fetch(ctx context.Context, r message.Resource) (Fetched, error)
+}
+
+// Fetched is a resource's state as the provider reports it now.
+type Fetched struct {
+	State   []byte
+	Status  string
+	Deleted bool
+}
+
+// errNoFetcher: the provider has no API client configured.
+var errNoFetcher = errors.New("no fetcher for provider")
+
+type inboxRow struct {
+	provider, account, env, eventID string
+	endpointID, eventType           string
+	resourceType, resourceID        string
+	version                         *int64
+	payload                         []byte
+	status                          string
+	attempts                        int
+}
+
+func (r *inboxRow) key() inbox.Key {
+	return inbox.Key{Provider: r.provider, SourceAccount: r.account, Environment: r.env, EventID: r.eventID}
+}
+
+const loadSQL = `
+SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
+       w.resource_type, w.resource_id, w.resource_version, coalesce(w.payload::text, convert_from(w.raw_body, 'UTF8'), ''),
+       w.status, w.attempts
+FROM webhook_inbox w
+JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
+  ON w.provider = k.provider AND w.source_account = k.source_account AND w.environment = k.environment AND w.event_id = k.event_id`
+
+func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Key]*inboxRow, error) {
+	var p, a, e, id []string
+	for _, m := range msgs {
+		if m.Kind == message.KindEvent {
+			p, a, e, id = append(p, m.Provider), append(a, m.SourceAccount), append(e, m.Environment), append(id, m.EventID)
+		}
+	}
+	out := make(map[inbox.Key]*inboxRow, len(id))
+	if len(id) == 0 {
+		return out, nil
+	}
+	rows, err := w.p.pool.Query(ctx, loadSQL, p, a, e, id)
+	if err != nil {
+		return nil, fmt.Errorf("load inbox rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := &inboxRow{}
+		var payload string
+		if err := rows.Scan(&r.provider, &r.account, &r.env, &r.eventID, &r.endpointID, &r.eventType,
+			&r.resourceType, &r.resourceID, &r.version, &payload, &r.status, &r.attempts); err != nil {
+			return nil, fmt.Errorf("load inbox rows: %w", err)
+		}
+		r.payload = []byte(payload)
+		out[r.key()] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load inbox rows: %w", err)
+	}
+	return out, nil
+}
+
+// step is one message of a batch and what became of it.
+type step struct {
+	msg  message.Message
+	row  *inboxRow
+	plan plan
+	err  error // malformed: dead at once
+	// outcome is set while writing.
+	outcome string
+}
+
+type fetchResult struct {
+	f   Fetched
+	err error
+	at  time.Time
+}
+
+// handle processes one polled batch of one partition: plan, fetch with no
+// transaction open, then one transaction that checks the fence, applies
+// every write and marks every event.
+func (w *worker) handle(ctx context.Context, recs []*kgo.Record) error {
+	msgs := make([]message.Message, 0, len(recs))
+	for _, r := range recs {
+		m, err := message.Decode(r.Value)
+		if err != nil {
+			// Not ours to park: there is no inbox row. The record stays in
+			// the topic; count and report it.
+			w.p.metrics.undecodable.Inc()
+			w.p.log.WarnContext(ctx, "undecodable record", slog.String("topic", r.Topic),
+				slog.Int("partition", int(r.Partition)), slog.Int64("offset", r.Offset), slog.String("error", err.Error()))
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	rows, err := w.load(ctx, msgs)
+	if err != nil {
+		return err
+	}
+	steps := make([]*step, 0, len(msgs))
+	seen := make(map[inbox.Key]bool, len(msgs))
+	for _, m := range msgs {
+		st := &step{msg: m}
+		if m.Kind == message.KindCheck {
+			st.plan = plan{fetch: true}
+			steps = append(steps, st)
+			continue
+		}
+		k := inbox.Key{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment, EventID: m.EventID}
+		row := rows[k]
+		if row == nil {
+			w.p.metrics.events.WithLabelValues("missing").Inc()
+			w.p.log.WarnContext(ctx, "message names no inbox row", slog.String("key", m.Resource.Key()), slog.String("event_id", m.EventID))
+			continue
+		}
+		if row.status != inbox.StatusPending || seen[k] {
+			// Already handled: a repeated publish, or a copy in this batch.
+			w.p.metrics.events.WithLabelValues("already_handled").Inc()
+			continue
+		}
+		seen[k] = true
+		st.row = row
+		st.plan, st.err = interpret(row, w.p.endpoints[row.endpointID])
+		steps = append(steps, st)
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	fetched := w.fetchAll(ctx, steps)
+	return w.write(ctx, steps, fetched)
+}
+
+// fetchAll fetches each resource the batch hints at once, however many
+// hints name it.
+func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchResult {
+	out := make(map[string]*fetchResult)
+	for _, st := range steps {
+		if st.err != nil || !st.plan.fetch {
+			continue
+		}
+		key := st.msg.Resource.Key()
+		if _, ok := out[key]; ok {
+			continue
+		}
+		fr := &fetchResult{at: w.p.cfg.Now()}
+		f := w.p.cfg.Fetchers[st.msg.Provider]
+		if f == nil {
+			fr.err = errNoFetcher
+		} else {
+			start := time.Now()
+			fr.f, fr.err = f.Fetch(ctx, st.msg.Resource)
+			w.p.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
+			w.p.metrics.fetches.Inc()
+		}
+		out[key] = fr
+	}
+	return out
+}
+
+type mark struct {
+	k        inbox.Key
+	status   string
+	outcome  string
+	lastErr  *string
+	attempts int
+	next     *time.Time
+}
+
+const markSQL = `
+UPDATE webhook_inbox w
+SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts = u.attempts,
+    next_attempt_at = u.next_attempt_at,
+    processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[])
+     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at)
+WHERE w.provider = u.provider AND w.source_account = u.source_account
+  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = 'pending'`
+
+const factSQL = `
+INSERT INTO fact (provider, source_account, environment, fact_type, fact_id, resource_type, resource_id, event_id, data)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
+ON CONFLICT DO NOTHING`
+
+const actionSQL = `
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT DO NOTHING`
+
+func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*fetchResult) error {
+	now := w.p.cfg.Now()
+	var hist []projection.HistoryEntry
+	var marks []mark
+	err := pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
+		hist, marks = hist[:0], marks[:0]
+		b := &pgx.Batch{}
+		fence.QueueCheck(b, w.tok)
+		written := make(map[string]bool)
+		for _, st := range steps {
+			st.outcome = ""
+			if st.err != nil {
+				continue
+			}
+			m := st.msg
+			if s := st.plan.snapshot; s != nil {
+				v := s.version
+				ep := w.p.endpoints[st.row.endpointID]
+				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.state,
+					Status: s.status, Deleted: s.deleted, EventID: m.EventID, Generation: w.tok.Generation,
+					Incremental: ep != nil && ep.Incremental}, &st.outcome)
+			}
+			if st.plan.fetch {
+				fr := fetched[m.Resource.Key()]
+				if fr.err == nil && !written[m.Resource.Key()] {
+					written[m.Resource.Key()] = true
+					projection.QueueFetched(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at)
+				}
+			}
+			if st.row != nil {
+				for _, f := range st.plan.facts {
+					b.Queue(factSQL, m.Provider, m.SourceAccount, m.Environment, f.typ, f.id, m.Type, m.ID, m.EventID, string(f.data))
+				}
+				for _, a := range st.plan.actions {
+					b.Queue(actionSQL, m.Provider, m.SourceAccount, m.Environment, a.subject, a.kind, m.EventID)
+				}
+			}
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		// Second round: what happened, in the same transaction.
+		for _, st := range steps {
+			hist, marks = w.settle(st, fetched, now, hist, marks)
+		}
+		b = &pgx.Batch{}
+		projection.QueueHistory(b, hist)
+		queueMarks(b, marks)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("write batch of %d: %w", len(steps), err)
+	}
+	for _, mk := range marks {
+		w.p.metrics.events.WithLabelValues(mk.status).Inc()
+	}
+	for _, h := range hist {
+		w.p.metrics.outcomes.WithLabelValues(h.Outcome).Inc()
+	}
+	return nil
+}
+
+// settle decides each step's history entry and inbox mark.
+func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time, hist []projection.HistoryEntry, marks []mark) ([]projection.HistoryEntry, []mark) {
+	m := st.msg
+	entry := projection.HistoryEntry{Resource: m.Resource, EventID: m.EventID, Generation: w.tok.Generation}
+	var failure error
+	switch {
+	case st.err != nil:
+		failure = st.err
+	case st.plan.snapshot != nil:
+		v := st.plan.snapshot.version
+		entry.Outcome, entry.Version, entry.Status = st.outcome, &v, st.plan.snapshot.status
+	case st.plan.fetch:
+		fr := fetched[m.Resource.Key()]
+		switch {
+		case errors.Is(fr.err, errNoFetcher):
+			entry.Outcome, entry.Detail = projection.Recorded, "no API client for provider; hint not fetched"
+		case fr.err != nil:
+			failure = fr.err
+			entry.Outcome, entry.Detail = "fetch_failed", fr.err.Error()
+		default:
+			entry.Outcome, entry.Status = projection.Fetched, fr.f.Status
+		}
+	default:
+		entry.Outcome = projection.Recorded
+	}
+	if entry.Outcome != "" && (entry.Outcome != projection.Recorded || m.Kind == message.KindCheck || len(st.plan.facts) > 0) {
+		hist = append(hist, entry)
+	}
+	if st.row == nil {
+		return hist, marks
+	}
+	mk := mark{k: st.row.key(), status: inbox.StatusProcessed, outcome: entry.Outcome, attempts: st.row.attempts}
+	if failure != nil {
+		msg := failure.Error()
+		mk.lastErr, mk.attempts, mk.outcome = &msg, st.row.attempts+1, "failed"
+		if errors.Is(failure, errMalformed) || mk.attempts >= w.p.cfg.MaxAttempts {
+			mk.status = inbox.StatusDead
+			w.p.log.Warn("event dead", slog.String("event_id", m.EventID), slog.String("key", m.Resource.Key()),
+				slog.Int("attempts", mk.attempts), slog.String("error", msg))
+		} else {
+			mk.status = inbox.StatusRetrying
+			next := now.Add(w.p.backoff(mk.attempts))
+			mk.next = &next
+		}
+	}
+	return hist, append(marks, mk)
+}
+
+// backoff is exponential with full jitter in [d/2, d].
+func (p *Processor) backoff(attempt int) time.Duration {
+	d := p.cfg.BackoffBase << min(attempt-1, 30)
+	if d <= 0 || d > p.cfg.BackoffMax {
+		d = p.cfg.BackoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func queueMarks(b *pgx.Batch, marks []mark) {
+	if len(marks) == 0 {
+		return
+	}
+	n := len(marks)
+	cols := make([][]string, 6)
+	for i := range cols {
+		cols[i] = make([]string, 0, n)
+	}
+	errs := make([]*string, 0, n)
+	attempts := make([]int32, 0, n)
+	next := make([]*time.Time, 0, n)
+	for _, mk := range marks {
+		for i, v := range []string{mk.k.Provider, mk.k.SourceAccount, mk.k.Environment, mk.k.EventID, mk.status, mk.outcome} {
+			cols[i] = append(cols[i], v)
+		}
+		errs = append(errs, mk.lastErr)
+		attempts = append(attempts, int32(mk.attempts))
+		next = append(next, mk.next)
+	}
+	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next).Exec(func(pgconn.CommandTag) error { return nil })
+}

@@ -1,0 +1,383 @@
+package processor
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookyard/hookyard/pkg/fence"
+	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/topic"
+)
+
+// Defaults of Config.
+const (
+	TopicDefault          = "hookyard.events"
+	GroupDefault          = "hookyard-processor"
+	MaxAttemptsDefault    = 8
+	BackoffBaseDefault    = 2 * time.Second
+	BackoffMaxDefault     = time.Hour
+	RevokeGraceDefault    = 10 * time.Second
+	RetryIntervalDefault  = time.Second
+	MaxPollRecordsDefault = 1000
+)
+
+// Config configures a processor.
+type Config struct {
+	// Brokers are the Kafka seed brokers. Required.
+	Brokers []string
+	// Topic is the events topic. Defaults to TopicDefault.
+	Topic string
+	// Group is the consumer group. Defaults to GroupDefault.
+	Group string
+	// InstanceID names this processor in fences and logs. Defaults to
+	// host-pid-random.
+	InstanceID string
+	// Endpoints are the configured endpoints; their options (incremental,
+	// JSON paths) steer processing.
+	Endpoints []provider.Endpoint
+	// Fetchers read current state per provider name, for events without a
+	// version. Defaults to none: such hints are recorded, not fetched.
+	Fetchers map[string]Fetcher
+	// MaxAttempts is how often a failing event is tried before it is dead.
+	// Defaults to MaxAttemptsDefault.
+	MaxAttempts int
+	// BackoffBase is the first retry's delay; it doubles per attempt, with
+	// jitter. Defaults to BackoffBaseDefault.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay. Defaults to BackoffMaxDefault.
+	BackoffMax time.Duration
+	// RevokeGrace bounds how long a revoked partition's worker may finish its
+	// batch before the rebalance goes on without it; the fence keeps it from
+	// writing afterwards. Defaults to RevokeGraceDefault.
+	RevokeGrace time.Duration
+	// RetryInterval is how often due retries are re-enqueued. Defaults to
+	// RetryIntervalDefault.
+	RetryInterval time.Duration
+	// MaxPollRecords caps one poll. Defaults to MaxPollRecordsDefault.
+	MaxPollRecords int
+	// Registerer receives the metrics. Defaults to a private registry.
+	Registerer prometheus.Registerer
+	// KafkaOptions are appended to the client's options (tests, TLS, SASL).
+	KafkaOptions []kgo.Opt
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns cfg with defaults filled in.
+func (c Config) WithDefaults() Config {
+	c.Topic = cmp.Or(c.Topic, TopicDefault)
+	c.Group = cmp.Or(c.Group, GroupDefault)
+	if c.InstanceID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		c.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.RevokeGrace = cmp.Or(c.RevokeGrace, RevokeGraceDefault)
+	c.RetryInterval = cmp.Or(c.RetryInterval, RetryIntervalDefault)
+	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("processor config: Brokers is required")
+	}
+	if c.MaxAttempts < 1 {
+		return errors.New("processor config: MaxAttempts must be at least 1")
+	}
+	return nil
+}
+
+// Processor is one member of the processor consumer group.
+type Processor struct {
+	pool      *pgxpool.Pool
+	log       *slog.Logger
+	cfg       Config
+	metrics   *metrics
+	endpoints map[string]*provider.Endpoint
+
+	cl         *kgo.Client
+	partitions int
+
+	mu      sync.Mutex
+	workers map[int32]*worker
+	// Ready is closed once the processor joined and checked the topic.
+	ready     chan struct{}
+	readyOnce sync.Once
+}
+
+// New builds a processor; Run starts it.
+func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Processor{pool: pool, log: log.With(slog.String("service", "processor"), slog.String("instance", cfg.InstanceID)),
+		cfg: cfg, metrics: newMetrics(cfg.Registerer), endpoints: map[string]*provider.Endpoint{},
+		workers: map[int32]*worker{}, ready: make(chan struct{})}
+	for i := range cfg.Endpoints {
+		p.endpoints[cfg.Endpoints[i].ID] = &cfg.Endpoints[i]
+	}
+	return p, nil
+}
+
+// Ready is closed once the processor checked the topic's fence and started
+// polling.
+func (p *Processor) Ready() <-chan struct{} { return p.ready }
+
+// Run consumes until ctx ends. It refuses to start when the topic's
+// partition count differs from the fenced one (fence.ErrPartitionCountChanged).
+func (p *Processor) Run(ctx context.Context) error {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(p.cfg.Brokers...),
+		kgo.ConsumerGroup(p.cfg.Group),
+		kgo.ConsumeTopics(p.cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(p.assigned),
+		kgo.OnPartitionsRevoked(p.revoked),
+		kgo.OnPartitionsLost(p.lost),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+	}, p.cfg.KafkaOptions...)
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.KafkaOptions...)...)
+	if err != nil {
+		return fmt.Errorf("processor: kafka admin client: %w", err)
+	}
+	n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
+	admin.Close()
+	if err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	if err := fence.Register(ctx, p.pool, p.cfg.Topic, n); err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	p.partitions = n
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("processor: kafka client: %w", err)
+	}
+	p.cl = cl
+	defer func() {
+		cl.Close() // leaves the group; revoked runs and stops the workers
+		p.stopAll(p.allWorkers())
+	}()
+	go p.retryLoop(ctx)
+	p.readyOnce.Do(func() { close(p.ready) })
+	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n))
+	for {
+		fetches := cl.PollRecords(ctx, p.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			cl.AllowRebalance()
+			return nil
+		}
+		fetches.EachError(func(t string, part int32, err error) {
+			p.log.WarnContext(ctx, "fetch error", slog.String("topic", t), slog.Int("partition", int(part)), slog.String("error", err.Error()))
+		})
+		fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+			if len(ftp.Records) == 0 {
+				return
+			}
+			p.mu.Lock()
+			w := p.workers[ftp.Partition]
+			p.mu.Unlock()
+			if w == nil {
+				return
+			}
+			select {
+			case w.recs <- ftp.Records:
+			case <-w.quit:
+			}
+		})
+		cl.AllowRebalance()
+	}
+}
+
+func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	for _, part := range assigned[p.cfg.Topic] {
+		tok, err := fence.Take(ctx, p.pool, p.cfg.Topic, part, p.partitions, p.cfg.InstanceID)
+		if err != nil {
+			// Without a fence the worker could not write; it retries the
+			// take before its first batch.
+			p.log.ErrorContext(ctx, "take fence", slog.Int("partition", int(part)), slog.String("error", err.Error()))
+		}
+		w := &worker{p: p, cl: cl, part: part, tok: tok, recs: make(chan []*kgo.Record, 4),
+			quit: make(chan struct{}), done: make(chan struct{})}
+		p.mu.Lock()
+		p.workers[part] = w
+		p.mu.Unlock()
+		p.metrics.fenceTakes.Inc()
+		p.log.InfoContext(ctx, "partition assigned", slog.Int("partition", int(part)), slog.Int64("generation", tok.Generation))
+		go w.run(context.WithoutCancel(ctx))
+	}
+}
+
+func (p *Processor) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	p.stopAll(p.take(revoked[p.cfg.Topic]))
+}
+
+func (p *Processor) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	p.stopAll(p.take(lost[p.cfg.Topic]))
+}
+
+func (p *Processor) take(parts []int32) []*worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*worker
+	for _, part := range parts {
+		if w := p.workers[part]; w != nil {
+			out = append(out, w)
+			delete(p.workers, part)
+		}
+	}
+	return out
+}
+
+func (p *Processor) allWorkers() []*worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*worker, 0, len(p.workers))
+	for part, w := range p.workers {
+		out = append(out, w)
+		delete(p.workers, part)
+	}
+	return out
+}
+
+// stopAll asks workers to stop after their current batch and waits at most
+// RevokeGrace. A worker stuck past that (a hung provider call) is left
+// behind: the new owner's fence keeps it from writing.
+func (p *Processor) stopAll(ws []*worker) {
+	for _, w := range ws {
+		w.stopOnce.Do(func() { close(w.quit) })
+	}
+	deadline := time.NewTimer(p.cfg.RevokeGrace)
+	defer deadline.Stop()
+	for _, w := range ws {
+		select {
+		case <-w.done:
+		case <-deadline.C:
+			p.log.Warn("worker did not stop within grace; leaving it fenced", slog.Int("partition", int(w.part)))
+			return
+		}
+	}
+}
+
+func (p *Processor) retryLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.RetryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := inbox.EnqueueDue(ctx, p.pool, p.cfg.Now(), 500)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.WarnContext(ctx, "enqueue due retries", slog.String("error", err.Error()))
+			}
+			continue
+		}
+		if n > 0 {
+			p.metrics.retriesEnqueued.Add(float64(n))
+		}
+	}
+}
+
+// worker owns one partition while it is assigned.
+type worker struct {
+	p        *Processor
+	cl       *kgo.Client
+	part     int32
+	tok      fence.Token
+	recs     chan []*kgo.Record
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func (w *worker) run(ctx context.Context) {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.quit:
+			return
+		case recs := <-w.recs:
+			if !w.process(ctx, recs) {
+				return
+			}
+		}
+	}
+}
+
+// process handles recs until they are written, then commits their offsets.
+// It returns false when the worker must stop (fenced, or told to quit).
+func (w *worker) process(ctx context.Context, recs []*kgo.Record) bool {
+	delay := 100 * time.Millisecond
+	for {
+		if w.tok.Generation == 0 {
+			tok, err := fence.Take(ctx, w.p.pool, w.p.cfg.Topic, w.part, w.p.partitions, w.p.cfg.InstanceID)
+			if err == nil {
+				w.tok = tok
+			} else if errors.Is(err, fence.ErrPartitionCountChanged) {
+				w.p.log.Error("partition count changed; stopping worker", slog.String("error", err.Error()))
+				return false
+			}
+		}
+		var err error
+		if w.tok.Generation != 0 {
+			start := time.Now()
+			err = w.handle(ctx, recs)
+			w.p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
+		} else {
+			err = errors.New("no fence")
+		}
+		if err == nil {
+			w.p.metrics.records.Add(float64(len(recs)))
+			if cerr := w.cl.CommitRecords(ctx, recs...); cerr != nil {
+				// The work is committed in Postgres; a lost offset commit only
+				// means a harmless redelivery.
+				w.p.log.Warn("commit offsets", slog.Int("partition", int(w.part)), slog.String("error", cerr.Error()))
+			}
+			return true
+		}
+		if errors.Is(err, fence.ErrFenced) {
+			w.p.metrics.fenced.Inc()
+			w.p.log.Warn("write refused: partition taken over", slog.Int("partition", int(w.part)),
+				slog.Int64("generation", w.tok.Generation), slog.String("error", err.Error()))
+			return false
+		}
+		w.p.log.Warn("batch failed; retrying", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
+		select {
+		case <-w.quit:
+			return false
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+}

@@ -1,0 +1,255 @@
+// Package receiver is the public intake: POST /webhooks/{endpoint_id}.
+//
+// It verifies each delivery over its raw bytes with the endpoint's provider
+// adapter, takes provider, account and environment from the endpoint alone,
+// and answers 2xx only after the event's inbox row and outbox row committed
+// together. It must never answer 2xx to an unauthenticated request or when
+// the database did not confirm the commit, and it never logs bodies or
+// secrets.
+package receiver
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookyard/hookyard/pkg/health"
+	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/registry"
+)
+
+// Defaults of Config.
+const (
+	AddrDefault          = "127.0.0.1:8080"
+	BodyLimitDefault     = 1 << 20
+	CommitTimeoutDefault = 5 * time.Second
+)
+
+// Config configures a receiver.
+type Config struct {
+	// Addr is the listen address. Defaults to AddrDefault.
+	Addr string
+	// Endpoints are the webhook endpoints served. Required.
+	Endpoints []provider.Endpoint
+	// BodyLimit caps a delivery's size; larger ones get 413. Defaults to
+	// BodyLimitDefault (1 MiB).
+	BodyLimit int64
+	// CommitTimeout bounds the wait for the database; past it the answer is
+	// 503 and the provider retries. Defaults to CommitTimeoutDefault, well
+	// under the providers' deadlines (GitHub: 10 s).
+	CommitTimeout time.Duration
+	// Commit tunes group commit.
+	Commit inbox.CommitterConfig
+	// Registerer receives the metrics; Gatherer serves them on /metrics.
+	// Default to a private registry.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Now is the clock used for signature tolerance. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns cfg with defaults filled in.
+func (c Config) WithDefaults() Config {
+	c.Addr = cmp.Or(c.Addr, AddrDefault)
+	c.BodyLimit = cmp.Or(c.BodyLimit, BodyLimitDefault)
+	c.CommitTimeout = cmp.Or(c.CommitTimeout, CommitTimeoutDefault)
+	if c.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		c.Registerer, c.Gatherer = reg, reg
+	}
+	if c.Gatherer == nil {
+		c.Gatherer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+type route struct {
+	ep       *provider.Endpoint
+	verifier provider.Verifier
+}
+
+// Receiver serves webhook intake.
+type Receiver struct {
+	pool      *pgxpool.Pool
+	log       *slog.Logger
+	cfg       Config
+	routes    map[string]route
+	committer *inbox.Committer
+	echo      *echo.Echo
+	m         *metrics
+}
+
+// New validates the endpoints and builds the receiver. Stop releases it.
+func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Receiver, error) {
+	cfg = cfg.WithDefaults()
+	r := &Receiver{pool: pool, log: log.With(slog.String("service", "receiver")), cfg: cfg, routes: map[string]route{}}
+	for i := range cfg.Endpoints {
+		ep := &cfg.Endpoints[i]
+		v, err := registry.Verifier(ep.Provider)
+		if err != nil {
+			return nil, fmt.Errorf("receiver config: endpoint %q: %w", ep.ID, err)
+		}
+		if _, dup := r.routes[ep.ID]; dup {
+			return nil, fmt.Errorf("receiver config: endpoint %q defined twice", ep.ID)
+		}
+		r.routes[ep.ID] = route{ep: ep, verifier: v}
+	}
+	r.m = newMetrics(cfg.Registerer)
+	r.committer = inbox.NewCommitter(pool, r.log, cfg.Commit)
+	e := health.NewEcho()
+	e.POST("/webhooks/:endpoint_id", r.handle)
+	health.Register(e, cfg.Gatherer, func(ctx context.Context) error { return pool.Ping(ctx) })
+	r.echo = e
+	return r, nil
+}
+
+// Handler is the receiver's HTTP handler.
+func (r *Receiver) Handler() http.Handler { return r.echo }
+
+// Run serves on cfg.Addr until ctx ends.
+func (r *Receiver) Run(ctx context.Context) error {
+	defer r.committer.Stop()
+	return health.Serve(ctx, r.echo, r.cfg.Addr, r.log)
+}
+
+// Stop releases the commit workers (for callers that use Handler only).
+func (r *Receiver) Stop() { r.committer.Stop() }
+
+// Error codes in refusal bodies: {"error": {"code": ..., "message": ...}}.
+const (
+	CodeUnknownEndpoint  = "unknown_endpoint"
+	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeTooLarge         = "body_too_large"
+	CodeInvalidSignature = "invalid_signature"
+	CodeStaleSignature   = "stale_signature"
+	CodeMalformed        = "malformed_event"
+	CodeScope            = "outside_endpoint_scope"
+	CodeUnavailable      = "unavailable"
+)
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Kept bool `json:"kept,omitempty"`
+}
+
+func (r *Receiver) refuse(c echo.Context, status int, code, msg string) error {
+	r.m.rejected.WithLabelValues(code).Inc()
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	r.log.Info("delivery refused", slog.String("endpoint", c.Param("endpoint_id")), slog.String("code", code), slog.Int("status", status))
+	return c.JSON(status, b)
+}
+
+type acceptBody struct {
+	Status  string `json:"status"`
+	EventID string `json:"event_id"`
+}
+
+func (r *Receiver) handle(c echo.Context) error {
+	start := time.Now()
+	rt, ok := r.routes[c.Param("endpoint_id")]
+	if !ok {
+		return r.refuse(c, http.StatusNotFound, CodeUnknownEndpoint, "no endpoint with that id")
+	}
+	req := c.Request()
+	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
+		return r.refuse(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type must be application/json")
+	}
+	if req.ContentLength > r.cfg.BodyLimit {
+		return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", r.cfg.BodyLimit))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, r.cfg.BodyLimit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", r.cfg.BodyLimit))
+		}
+		return r.refuse(c, http.StatusBadRequest, CodeMalformed, "could not read body")
+	}
+	ev, err := rt.verifier.Verify(rt.ep, req.Header, body, r.cfg.Now())
+	rec := &inbox.Record{Endpoint: rt.ep, Event: ev}
+	switch {
+	case err == nil:
+	case errors.Is(err, provider.ErrMalformed):
+		// Authenticated but unreadable: keep it, dead, under an identity
+		// derived from its bytes, so repeats stay one row.
+		sum := sha256.Sum256(body)
+		rec.Event = provider.Event{ID: "malformed-" + hex.EncodeToString(sum[:16]), Type: "malformed", Payload: body}
+		rec.Malformed = err.Error()
+		ctx, cancel := context.WithTimeout(req.Context(), r.cfg.CommitTimeout)
+		defer cancel()
+		if _, serr := r.committer.Submit(ctx, rec); serr != nil {
+			return r.unavailable(c, serr)
+		}
+		r.m.rejected.WithLabelValues(CodeMalformed).Inc()
+		var b errorBody
+		b.Error.Code, b.Error.Message, b.Kept = CodeMalformed, err.Error(), true
+		return c.JSON(http.StatusBadRequest, b)
+	case errors.Is(err, provider.ErrStaleSignature):
+		return r.refuse(c, http.StatusBadRequest, CodeStaleSignature, "signature timestamp outside tolerance")
+	case errors.Is(err, provider.ErrScope):
+		return r.refuse(c, http.StatusForbidden, CodeScope, "event belongs to another account or environment")
+	default:
+		return r.refuse(c, http.StatusUnauthorized, CodeInvalidSignature, "signature or credentials do not verify")
+	}
+	if !rt.ep.Allows(ev.Type) {
+		rec.Ignored = true
+	}
+	if rt.ep.StoreRaw {
+		rec.Raw = body
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.CommitTimeout)
+	defer cancel()
+	res, err := r.committer.Submit(ctx, rec)
+	if err != nil {
+		return r.unavailable(c, err)
+	}
+	r.m.results.WithLabelValues(res.String()).Inc()
+	r.m.latency.Observe(time.Since(start).Seconds())
+	return c.JSON(http.StatusOK, acceptBody{Status: res.String(), EventID: ev.ID})
+}
+
+func (r *Receiver) unavailable(c echo.Context, err error) error {
+	r.log.Warn("commit failed; answering 503", slog.String("endpoint", c.Param("endpoint_id")), slog.String("error", err.Error()))
+	c.Response().Header().Set("Retry-After", "5")
+	return r.refuse(c, http.StatusServiceUnavailable, CodeUnavailable, "could not store the event; retry later")
+}
+
+type metrics struct {
+	results  *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_receiver_events_total",
+			Help: "Deliveries stored or recognised, by result (accepted, duplicate, ignored)."}, []string{"result"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_receiver_rejected_total",
+			Help: "Deliveries refused, by reason code."}, []string{"reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookyard_receiver_accept_seconds",
+			Help:    "Time from request to committed answer.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
+	}
+	reg.MustRegister(m.results, m.rejected, m.latency)
+	return m
+}
