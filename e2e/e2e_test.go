@@ -55,12 +55,7 @@ func TestLateActiveEventNeverReopensAccess(t *testing.T) {
 	p.Sim.Put(canceled)
 	cancelID, cancelBody := p.Sim.Event("customer.subscription.deleted", canceled)
 
-	post := func(body []byte) int {
-		h := http.Header{}
-		h.Set(stripe.SignatureHeader, stripe.Sign(body, pipelinetest.StripeSecret, time.Now()))
-		code, _ := p.PostSigned(pipelinetest.StripeEndpoint, body, h)
-		return code
-	}
+	post := func(body []byte) int { return postStripe(p, body) }
 	require.Equal(t, http.StatusOK, post(cancelBody))
 	p.WaitIdle()
 	require.Equal(t, http.StatusOK, post(lateActive))
@@ -80,4 +75,11 @@ func TestLateActiveEventNeverReopensAccess(t *testing.T) {
 	var inboxTotal int
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox`).Scan(&inboxTotal))
 	require.Equal(t, 2, inboxTotal, "two events, three deliveries")
+}
+
+func postStripe(p *pipelinetest.Pipeline, body []byte) int {
+	h := http.Header{}
+	h.Set(stripe.SignatureHeader, stripe.Sign(body, pipelinetest.StripeSecret, time.Now()))
+	code, _ := p.PostSigned(pipelinetest.StripeEndpoint, body, h)
+	return code
 }

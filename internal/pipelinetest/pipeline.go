@@ -31,6 +31,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
 )
@@ -53,6 +54,10 @@ type Options struct {
 	NoProcessor bool
 	// Processor adjusts each processor's config.
 	Processor func(*processor.Config)
+	// DatabaseURL uses another Postgres than the local test database.
+	DatabaseURL string
+	// Brokers uses another Kafka than an in-process kfake broker.
+	Brokers []string
 }
 
 // Pipeline is a running pipeline.
@@ -88,9 +93,23 @@ func New(t testing.TB, opts Options) *Pipeline {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pipeline{T: t, opts: opts, ctx: ctx, Log: Logger(t)}
-	schema := dbtest.NewWithConns(t, 16)
+	var schema *dbtest.Schema
+	if opts.DatabaseURL != "" {
+		schema = dbtest.NewAt(t, opts.DatabaseURL, 16)
+	} else {
+		schema = dbtest.NewWithConns(t, 16)
+	}
 	p.Pool = schema.Pool
-	p.Kafka = kafkatest.New(t, opts.Partitions)
+	if len(opts.Brokers) > 0 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(opts.Brokers...))
+		require.NoError(t, err)
+		_, err = topic.Ensure(ctx, cl, kafkatest.Topic, opts.Partitions, 1)
+		cl.Close()
+		require.NoError(t, err)
+		p.Kafka = &kafkatest.Cluster{Brokers: opts.Brokers}
+	} else {
+		p.Kafka = kafkatest.New(t, opts.Partitions)
+	}
 	p.Endpoints = append([]provider.Endpoint{{ID: StripeEndpoint, Provider: provider.Stripe, SourceAccount: StripeAccount,
 		Environment: "test", Secrets: []string{StripeSecret}}}, opts.Endpoints...)
 

@@ -54,24 +54,32 @@ func NewWithConns(t testing.TB, maxConns int32) *Schema {
 	defer cancel()
 	ensureOnce.Do(func() { ensureErr = db.EnsureDatabase(ctx, URL(), slog.New(slog.NewTextHandler(io.Discard, nil))) })
 	require.NoError(t, ensureErr, "test database at %s (set TEST_DATABASE_URL)", URL())
+	return NewAt(t, URL(), maxConns)
+}
+
+// NewAt creates the schema in the database at url (which must exist).
+func NewAt(t testing.TB, url string, maxConns int32) *Schema {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "t_" + hex.EncodeToString(b[:])
-	admin, err := pgx.Connect(ctx, URL())
+	admin, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, "CREATE SCHEMA "+name)
 	require.NoError(t, err)
 	require.NoError(t, admin.Close(ctx))
 
-	pool, err := db.Open(ctx, URL(), db.Options{MaxConns: maxConns, SearchPath: name})
+	pool, err := db.Open(ctx, url, db.Options{MaxConns: maxConns, SearchPath: name})
 	require.NoError(t, err)
 	require.NoError(t, db.Migrate(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(func() {
 		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if c, err := pgx.Connect(ctx, URL()); err == nil {
+		if c, err := pgx.Connect(ctx, url); err == nil {
 			_, _ = c.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
 			_ = c.Close(ctx)
 		}
