@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
@@ -159,9 +160,13 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) error {
 }
 
 // fetchAll fetches each resource the batch hints at once, however many
-// hints name it.
+// hints name it. Distinct resources are fetched concurrently, at most
+// FetchConcurrency at a time; the provider client's rate limiter and breaker
+// still bound the total.
 func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchResult {
 	out := make(map[string]*fetchResult)
+	var g errgroup.Group
+	g.SetLimit(w.p.cfg.FetchConcurrency)
 	for _, st := range steps {
 		if st.err != nil || !st.plan.fetch {
 			continue
@@ -171,17 +176,22 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 			continue
 		}
 		fr := &fetchResult{at: w.p.cfg.Now()}
+		out[key] = fr
 		f := w.p.cfg.Fetchers[st.msg.Provider]
 		if f == nil {
 			fr.err = errNoFetcher
-		} else {
+			continue
+		}
+		res := st.msg.Resource
+		g.Go(func() error {
 			start := time.Now()
-			fr.f, fr.err = f.Fetch(ctx, st.msg.Resource)
+			fr.f, fr.err = f.Fetch(ctx, res)
 			w.p.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
 			w.p.metrics.fetches.Inc()
-		}
-		out[key] = fr
+			return nil
+		})
 	}
+	_ = g.Wait()
 	return out
 }
 

@@ -24,14 +24,15 @@ import (
 
 // Defaults of Config.
 const (
-	TopicDefault          = "hookyard.events"
-	GroupDefault          = "hookyard-processor"
-	MaxAttemptsDefault    = 8
-	BackoffBaseDefault    = 2 * time.Second
-	BackoffMaxDefault     = time.Hour
-	RevokeGraceDefault    = 10 * time.Second
-	RetryIntervalDefault  = time.Second
-	MaxPollRecordsDefault = 1000
+	TopicDefault            = "hookyard.events"
+	GroupDefault            = "hookyard-processor"
+	MaxAttemptsDefault      = 8
+	BackoffBaseDefault      = 2 * time.Second
+	BackoffMaxDefault       = time.Hour
+	RevokeGraceDefault      = 10 * time.Second
+	RetryIntervalDefault    = time.Second
+	MaxPollRecordsDefault   = 1000
+	FetchConcurrencyDefault = 8
 )
 
 // Config configures a processor.
@@ -68,6 +69,9 @@ type Config struct {
 	RetryInterval time.Duration
 	// MaxPollRecords caps one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
+	// FetchConcurrency bounds a worker's concurrent provider fetches for
+	// distinct resources of one batch. Defaults to FetchConcurrencyDefault.
+	FetchConcurrency int
 	// Registerer receives the metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 	// KafkaOptions are appended to the client's options (tests, TLS, SASL).
@@ -92,6 +96,7 @@ func (c Config) WithDefaults() Config {
 	c.RevokeGrace = cmp.Or(c.RevokeGrace, RevokeGraceDefault)
 	c.RetryInterval = cmp.Or(c.RetryInterval, RetryIntervalDefault)
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
+	c.FetchConcurrency = cmp.Or(c.FetchConcurrency, FetchConcurrencyDefault)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
