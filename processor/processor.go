@@ -9,15 +9,19 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
@@ -375,6 +379,9 @@ func (w *worker) process(ctx context.Context, recs []*kgo.Record) bool {
 				slog.Int64("generation", w.tok.Generation), slog.String("error", err.Error()))
 			return false
 		}
+		if poison(err) {
+			return w.isolate(ctx, recs, err)
+		}
 		w.p.log.Warn("batch failed; retrying", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
 		select {
 		case <-w.quit:
@@ -385,4 +392,61 @@ func (w *worker) process(ctx context.Context, recs []*kgo.Record) bool {
 		}
 		delay = min(delay*2, 10*time.Second)
 	}
+}
+
+// poison reports whether the database rejected an event's data (a data or
+// integrity error), as opposed to being unreachable: retrying the same batch
+// would fail forever.
+func poison(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
+}
+
+// isolate handles a poisoned batch record by record, so one bad event is
+// marked dead instead of blocking its partition.
+func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) bool {
+	if len(recs) > 1 {
+		w.p.log.Warn("batch rejected by the database; handling its records one by one",
+			slog.Int("partition", int(w.part)), slog.Int("records", len(recs)), slog.String("error", cause.Error()))
+		for _, r := range recs {
+			if !w.process(ctx, []*kgo.Record{r}) {
+				return false
+			}
+		}
+		return true
+	}
+	err := w.markDead(ctx, recs[0], cause)
+	if errors.Is(err, fence.ErrFenced) {
+		w.p.metrics.fenced.Inc()
+		return false
+	}
+	if err != nil {
+		w.p.log.Warn("mark poisoned event dead", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
+		return false
+	}
+	w.p.metrics.events.WithLabelValues("dead").Inc()
+	if cerr := w.cl.CommitRecords(ctx, recs...); cerr != nil {
+		w.p.log.Warn("commit offsets", slog.Int("partition", int(w.part)), slog.String("error", cerr.Error()))
+	}
+	return true
+}
+
+func (w *worker) markDead(ctx context.Context, rec *kgo.Record, cause error) error {
+	m, err := message.Decode(rec.Value)
+	if err != nil || m.Kind != message.KindEvent {
+		return nil // a check or a foreign record: nothing to keep
+	}
+	return pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
+		if err := fence.Check(ctx, tx, w.tok); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+UPDATE webhook_inbox SET status = 'dead', outcome = 'failed', last_error = $5, attempts = attempts + 1, processed_at = now()
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4 AND status = 'pending'`,
+			m.Provider, m.SourceAccount, m.Environment, m.EventID, "rejected by the database: "+cause.Error())
+		return err
+	})
 }
