@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookyard/hookyard/pkg/inbox"
 )
 
 // Defaults of Config.
@@ -21,6 +23,7 @@ const (
 	IntervalDefault   = 5 * time.Minute
 	StaleAfterDefault = 24 * time.Hour
 	PageSizeDefault   = 100
+	StuckAfterDefault = 10 * time.Minute
 )
 
 // Lister pages through a provider's resources.
@@ -51,6 +54,9 @@ type Config struct {
 	StaleAfter time.Duration
 	// PageSize is the provider list page size. Defaults to PageSizeDefault.
 	PageSize int
+	// StuckAfter re-publishes events still pending after this long (their
+	// Kafka message was lost). Defaults to StuckAfterDefault.
+	StuckAfter time.Duration
 	// Registerer receives the metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 }
@@ -68,12 +74,13 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 	cfg.Interval = cmp.Or(cfg.Interval, IntervalDefault)
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, StaleAfterDefault)
 	cfg.PageSize = cmp.Or(cfg.PageSize, PageSizeDefault)
+	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, StuckAfterDefault)
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	r := &Reconciler{pool: pool, log: log.With(slog.String("service", "reconciler")), cfg: cfg,
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_checks_enqueued_total",
-			Help: "Check messages enqueued, by reason (missing, stale, parked)."}, []string{"reason"})}
+			Help: "Messages enqueued, by reason (listed: missing or stale projection, parked, stuck)."}, []string{"reason"})}
 	cfg.Registerer.MustRegister(r.enqueued)
 	return r
 }
@@ -117,6 +124,12 @@ FROM subscription_projection WHERE needs_reconcile`
 // RunOnce runs one round and returns the checks it enqueued.
 func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 	var total int64
+	stuck, err := inbox.RequeueStuck(ctx, r.pool, time.Now().Add(-r.cfg.StuckAfter), 1000)
+	if err != nil {
+		return total, err
+	}
+	total += stuck
+	r.enqueued.WithLabelValues("stuck").Add(float64(stuck))
 	tag, err := r.pool.Exec(ctx, enqueueParkedSQL)
 	if err != nil {
 		return total, fmt.Errorf("enqueue parked resources: %w", err)

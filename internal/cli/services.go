@@ -22,6 +22,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/health"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/opsapi"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
@@ -133,7 +134,8 @@ func (e *env) serveMetrics(ctx context.Context) error {
 // is set.
 func runDev(ctx context.Context, e *env, simAddr string) error {
 	seeds := e.cfg.KafkaBrokers
-	if len(seeds) == 0 {
+	embedded := len(seeds) == 0
+	if embedded {
 		cluster, err := kfake.NewCluster(kfake.Ports(9092), kfake.SeedTopics(e.cfg.Kafka.Partitions, e.cfg.Kafka.Topic))
 		if err != nil {
 			return fmt.Errorf("start embedded kafka on %s: %w", config.KafkaAddrDefault, err)
@@ -170,6 +172,17 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 			return nil
 		})
 	}
+	// The embedded broker starts empty: whatever was pending when the last
+	// dev run stopped goes out again.
+	if embedded {
+		n, err := inbox.RequeueStuck(ctx, e.pool, time.Now(), 100000)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			e.log.InfoContext(ctx, "re-published pending events", slog.Int64("count", n))
+		}
+	}
 	rcv, err := e.receiver()
 	if err != nil {
 		return err
@@ -189,5 +202,7 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	g.Go(func() error { return proc.Run(ctx) })
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
-	return g.Wait()
+	err = g.Wait()
+	e.log.Info("stopped")
+	return err
 }

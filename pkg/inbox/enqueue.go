@@ -13,7 +13,9 @@ import (
 // original. %s is the picking query; it must lock with FOR UPDATE SKIP LOCKED.
 const enqueueSQL = `
 WITH picked AS (%s), upd AS (
-    UPDATE webhook_inbox w SET status = 'pending', next_attempt_at = NULL, processed_at = NULL
+    UPDATE webhook_inbox w SET status = 'pending', processed_at = NULL,
+        -- for a pending row, next_attempt_at remembers when it was last re-published
+        next_attempt_at = CASE WHEN $1::text = 'requeue' THEN now() END
     FROM picked p
     WHERE w.provider = p.provider AND w.source_account = p.source_account
       AND w.environment = p.environment AND w.event_id = p.event_id
@@ -83,6 +85,23 @@ func ReplayResource(ctx context.Context, pool *pgxpool.Pool, provider, account, 
 	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayResourceSQL), "replay", provider, account, env, rtype, rid, since)
 	if err != nil {
 		return 0, fmt.Errorf("replay resource %s: %w", rid, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const stuckSQL = `
+SELECT provider, source_account, environment, event_id FROM webhook_inbox
+WHERE status = 'pending' AND coalesce(next_attempt_at, received_at) < $2
+ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// RequeueStuck re-publishes up to limit events still pending since before
+// cutoff: their message was lost on the way (an embedded broker that
+// restarted, a topic's retention, an unclean leader election). Publishing
+// again is harmless: the processor handles an event only while it is pending.
+func RequeueStuck(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, limit int) (int64, error) {
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, stuckSQL), "requeue", cutoff, limit)
+	if err != nil {
+		return 0, fmt.Errorf("requeue stuck events: %w", err)
 	}
 	return tag.RowsAffected(), nil
 }

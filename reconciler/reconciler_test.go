@@ -1,0 +1,75 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/reconciler"
+)
+
+func newReconciler(p *pipelinetest.Pipeline) *reconciler.Reconciler {
+	return reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 2, Registerer: prometheus.NewRegistry(),
+		Sources: []reconciler.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
+			Environment: "test", ResourceType: "subscription", Lister: p.Stripe}}})
+}
+
+// Subscriptions no webhook told us about reach their projection through the
+// same outbox → Kafka → processor path; known, fresh ones are not re-checked.
+func TestReconcilerFindsWhatNoWebhookToldUs(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{})
+	ctx := context.Background()
+	for i := range 5 {
+		p.Sim.Put(stripesim.Subscription{ID: fmt.Sprintf("sub_silent_%d", i), Customer: "cus", Status: []string{"active", "canceled"}[i%2]})
+	}
+	r := newReconciler(p)
+	n, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+	p.Eventually(func() bool {
+		var n int
+		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM subscription_projection`).Scan(&n) == nil && n == 5
+	}, "projections written")
+	for i := range 5 {
+		pr, ok := p.Projection(pipelinetest.Resource(fmt.Sprintf("sub_silent_%d", i)))
+		require.True(t, ok)
+		require.Equal(t, []string{"active", "canceled"}[i%2], pr.Status)
+	}
+	// Second round: every projection is fresh, nothing to check.
+	n, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// An event whose Kafka message was lost stays pending; the reconciler
+// re-publishes it and it is processed once.
+func TestReconcilerRepublishesStuckEvents(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{})
+	ctx := context.Background()
+	p.Sim.Put(stripesim.Subscription{ID: "sub_stuck", Customer: "cus", Status: "active"})
+	_, err := p.Pool.Exec(ctx, `
+INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, resource_type, resource_id, payload, received_at)
+VALUES ('stripe', $1, 'test', 'evt_lost', $2, 'customer.subscription.updated', 'subscription', 'sub_stuck',
+        '{"id":"evt_lost","type":"customer.subscription.updated","data":{"object":{"id":"sub_stuck","object":"subscription"}}}', now() - interval '1 hour')`,
+		pipelinetest.StripeAccount, pipelinetest.StripeEndpoint)
+	require.NoError(t, err)
+	n, err := reconciler.New(p.Pool, p.Log, reconciler.Config{StuckAfter: time.Minute, Registerer: prometheus.NewRegistry()}).RunOnce(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	p.WaitIdle()
+	var status string
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT status FROM webhook_inbox WHERE event_id = 'evt_lost'`).Scan(&status))
+	require.Equal(t, "processed", status)
+	pr, ok := p.Projection(pipelinetest.Resource("sub_stuck"))
+	require.True(t, ok)
+	require.Equal(t, "active", pr.Status)
+}
