@@ -64,6 +64,7 @@ type Options struct {
 type Pipeline struct {
 	T         testing.TB
 	Pool      *pgxpool.Pool
+	Schema    string
 	Kafka     *kafkatest.Cluster
 	Sim       *stripesim.Sim
 	SimServer *httptest.Server
@@ -99,7 +100,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 	} else {
 		schema = dbtest.NewWithConns(t, 16)
 	}
-	p.Pool = schema.Pool
+	p.Pool, p.Schema = schema.Pool, schema.Name
 	if len(opts.Brokers) > 0 {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(opts.Brokers...))
 		require.NoError(t, err)
@@ -164,11 +165,16 @@ func (p *Pipeline) ProcessorConfig(id string) processor.Config {
 // StartProcessor starts a processor; stop cancels it (the member leaves the
 // group). It returns once the processor polls.
 func (p *Pipeline) StartProcessor(id string, adjust func(*processor.Config)) (proc *processor.Processor, stop func()) {
+	return p.StartProcessorOn(p.Pool, id, adjust)
+}
+
+// StartProcessorOn is StartProcessor with its own pool.
+func (p *Pipeline) StartProcessorOn(pool *pgxpool.Pool, id string, adjust func(*processor.Config)) (proc *processor.Processor, stop func()) {
 	cfg := p.ProcessorConfig(id)
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	proc, err := processor.New(p.Pool, p.Log, cfg)
+	proc, err := processor.New(pool, p.Log, cfg)
 	require.NoError(p.T, err)
 	ctx, cancel := context.WithCancel(p.ctx)
 	done := make(chan struct{})

@@ -31,6 +31,9 @@ type Options struct {
 	// SearchPath sets the schema search path of every connection (tests use
 	// one schema each). Defaults to the server's.
 	SearchPath string
+	// ApplicationName names the connections in pg_stat_activity. Defaults to
+	// "hookyard".
+	ApplicationName string
 }
 
 // Open parses url, applies opts and pings the database.
@@ -41,6 +44,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, error) 
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "hookyard"
+	if opts.ApplicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
 	}
 	if opts.SearchPath != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.SearchPath

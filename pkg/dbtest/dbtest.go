@@ -72,7 +72,7 @@ func NewAt(t testing.TB, url string, maxConns int32) *Schema {
 	require.NoError(t, err)
 	require.NoError(t, admin.Close(ctx))
 
-	pool, err := db.Open(ctx, url, db.Options{MaxConns: maxConns, SearchPath: name})
+	pool, err := db.Open(ctx, url, db.Options{MaxConns: maxConns, SearchPath: name, ApplicationName: name})
 	require.NoError(t, err)
 	require.NoError(t, db.Migrate(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil))))
 	t.Cleanup(func() {
