@@ -298,6 +298,11 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	case st.plan.snapshot != nil:
 		v := st.plan.snapshot.version
 		entry.Outcome, entry.Version, entry.Status = st.outcome, &v, st.plan.snapshot.status
+		if st.outcome == projection.Gap {
+			// A delta past a missing version: parked, so it applies once the
+			// missing one landed, and dead (inspectable) if it never does.
+			failure = fmt.Errorf("version gap: %d does not follow the projection's version", v)
+		}
 	case st.plan.fetch:
 		fr := fetched[m.Resource.Key()]
 		switch {
@@ -322,6 +327,9 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	if failure != nil {
 		msg := failure.Error()
 		mk.lastErr, mk.attempts, mk.outcome = &msg, st.row.attempts+1, "failed"
+		if entry.Outcome == projection.Gap {
+			mk.outcome = projection.Gap
+		}
 		if errors.Is(failure, errMalformed) || mk.attempts >= w.p.cfg.MaxAttempts {
 			mk.status = inbox.StatusDead
 			w.p.log.Warn("event dead", slog.String("event_id", m.EventID), slog.String("key", m.Resource.Key()),
