@@ -19,7 +19,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
@@ -186,6 +188,9 @@ func (r *Receiver) handle(c echo.Context) error {
 		return r.refuse(c, http.StatusBadRequest, CodeMalformed, "could not read body")
 	}
 	ev, err := rt.verifier.Verify(rt.ep, req.Header, body, r.cfg.Now())
+	if err == nil {
+		err = storable(&ev)
+	}
 	rec := &inbox.Record{Endpoint: rt.ep, Event: ev}
 	switch {
 	case err == nil:
@@ -226,6 +231,28 @@ func (r *Receiver) handle(c echo.Context) error {
 	r.m.results.WithLabelValues(res.String()).Inc()
 	r.m.latency.Observe(time.Since(start).Seconds())
 	return c.JSON(http.StatusOK, acceptBody{Status: res.String(), EventID: ev.ID})
+}
+
+// maxIdentityLen bounds the fields that name an event and its resource;
+// Postgres indexes the ids, and a btree entry holds at most about 2.7 kB.
+const maxIdentityLen = 512
+
+// storable refuses, as malformed, an authenticated event whose identity
+// Postgres cannot store (NUL, invalid UTF-8) or index (too long). Inserting it
+// would fail the whole batch's statement, and answer 503 to it on every
+// redelivery; as malformed it is kept dead instead.
+func storable(ev *provider.Event) error {
+	for _, f := range []struct{ name, v string }{
+		{"event id", ev.ID}, {"event type", ev.Type}, {"resource type", ev.ResourceType}, {"resource id", ev.ResourceID},
+	} {
+		switch {
+		case len(f.v) > maxIdentityLen:
+			return fmt.Errorf("%w: %s longer than %d bytes", provider.ErrMalformed, f.name, maxIdentityLen)
+		case !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0):
+			return fmt.Errorf("%w: %s is not storable text", provider.ErrMalformed, f.name)
+		}
+	}
+	return nil
 }
 
 func (r *Receiver) unavailable(c echo.Context, err error) error {

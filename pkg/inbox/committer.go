@@ -1,10 +1,8 @@
 package inbox
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -249,8 +247,8 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		}
 		raw := r.Raw
 		var payload *string
-		// jsonb cannot hold \u0000: such an event keeps its raw bytes only.
-		if !json.Valid(r.Event.Payload) || bytes.Contains(r.Event.Payload, []byte(`\u0000`)) {
+		// Bytes jsonb cannot hold (\u0000, invalid UTF-8, ...) are kept raw only.
+		if !jsonbSafe(r.Event.Payload) {
 			raw = r.Event.Payload
 		} else {
 			p := string(r.Event.Payload)

@@ -105,6 +105,10 @@ ORDER BY received_at DESC LIMIT $6`, provider, account, env, rtype, rid, limit)
 // or ignored) received before cutoff, in chunks, keeping their identity rows
 // so late repeats are still recognised. Dead and parked events keep theirs.
 func PurgePayloads(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, chunk int) (int64, error) {
+	if chunk <= 0 {
+		// LIMIT 0 purges nothing, so the loop below would never end.
+		return 0, fmt.Errorf("purge payloads: chunk must be positive, got %d", chunk)
+	}
 	var total int64
 	for {
 		tag, err := pool.Exec(ctx, `
