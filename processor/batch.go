@@ -51,7 +51,7 @@ func (r *inboxRow) key() inbox.Key {
 
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
-       w.resource_type, w.resource_id, w.resource_version, coalesce(w.payload::text, convert_from(w.raw_body, 'UTF8'), ''),
+       w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
        w.status, w.attempts
 FROM webhook_inbox w
 JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
@@ -75,12 +75,17 @@ func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Ke
 	defer rows.Close()
 	for rows.Next() {
 		r := &inboxRow{}
-		var payload string
+		var payload *string
+		var raw []byte
 		if err := rows.Scan(&r.provider, &r.account, &r.env, &r.eventID, &r.endpointID, &r.eventType,
-			&r.resourceType, &r.resourceID, &r.version, &payload, &r.status, &r.attempts); err != nil {
+			&r.resourceType, &r.resourceID, &r.version, &payload, &raw, &r.status, &r.attempts); err != nil {
 			return nil, fmt.Errorf("load inbox rows: %w", err)
 		}
-		r.payload = []byte(payload)
+		// A payload jsonb could not hold was kept as raw bytes; read those.
+		r.payload = raw
+		if payload != nil {
+			r.payload = []byte(*payload)
+		}
 		out[r.key()] = r
 	}
 	if err := rows.Err(); err != nil {

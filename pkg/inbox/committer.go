@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -178,6 +180,19 @@ func (c *Committer) commit(batch []*request) {
 		recs[i] = r.rec
 	}
 	results, err := Insert(ctx, c.pool, recs, c.cfg.Now())
+	if err != nil && len(recs) > 1 && rejected(err) {
+		// The database refused one request's data: store the others one
+		// by one, so only that request is answered with the error.
+		for _, r := range live {
+			res, err := Insert(ctx, c.pool, []*Record{r.rec}, c.cfg.Now())
+			if err != nil {
+				r.done <- reply{err: err}
+				continue
+			}
+			r.done <- reply{res: res[0]}
+		}
+		return
+	}
 	for i, r := range live {
 		if err != nil {
 			r.done <- reply{err: err}
@@ -185,6 +200,13 @@ func (c *Committer) commit(batch []*request) {
 		}
 		r.done <- reply{res: results[i]}
 	}
+}
+
+// rejected reports whether Postgres refused the statement's data (data or
+// integrity errors) rather than being unavailable.
+func rejected(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }
 
 const insertSQL = `
