@@ -49,13 +49,20 @@ func (r *inboxRow) key() inbox.Key {
 	return inbox.Key{Provider: r.provider, SourceAccount: r.account, Environment: r.env, EventID: r.eventID}
 }
 
+// loadSQL looks each key up by the primary key. A plain join lets the
+// planner pick a merge join over the (provider, account, environment) prefix
+// for large batches, comparing every key with every row of the account;
+// LATERAL keeps it to one index probe per key whatever the statistics say.
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
        w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
        w.status, w.attempts
-FROM webhook_inbox w
-JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
-  ON w.provider = k.provider AND w.source_account = k.source_account AND w.environment = k.environment AND w.event_id = k.event_id`
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
+CROSS JOIN LATERAL (
+    SELECT * FROM webhook_inbox i
+    WHERE i.provider = k.provider AND i.source_account = k.source_account
+      AND i.environment = k.environment AND i.event_id = k.event_id
+) w`
 
 func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Key]*inboxRow, error) {
 	var p, a, e, id []string

@@ -53,7 +53,9 @@ type Config struct {
 	// BreakerOpenFor is how long the breaker stays open before it lets one
 	// trial call through. Defaults to 10s.
 	BreakerOpenFor time.Duration
-	// HTTPClient sends the requests. Defaults to http.DefaultClient.
+	// HTTPClient sends the requests. Defaults to a client whose transport
+	// keeps up to 64 idle connections to the API, so concurrent partition
+	// workers reuse connections instead of opening new ones.
 	HTTPClient *http.Client
 }
 
@@ -65,7 +67,11 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Burst = cmp.Or(cfg.Burst, BurstDefault)
 	cfg.BreakerFailures = cmp.Or(cfg.BreakerFailures, BreakerFailuresDefault)
 	cfg.BreakerOpenFor = cmp.Or(cfg.BreakerOpenFor, BreakerOpenForDefault)
-	cfg.HTTPClient = cmp.Or(cfg.HTTPClient, http.DefaultClient)
+	if cfg.HTTPClient == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 64, 64
+		cfg.HTTPClient = &http.Client{Transport: tr}
+	}
 	return cfg
 }
 

@@ -210,5 +210,8 @@ func TestWithDefaults(t *testing.T) {
 	require.Equal(t, stripeapi.BurstDefault, cfg.Burst)
 	require.Equal(t, stripeapi.BreakerFailuresDefault, cfg.BreakerFailures)
 	require.Equal(t, stripeapi.BreakerOpenForDefault, cfg.BreakerOpenFor)
-	require.Same(t, http.DefaultClient, cfg.HTTPClient)
+	require.NotNil(t, cfg.HTTPClient)
+	tr, ok := cfg.HTTPClient.Transport.(*http.Transport)
+	require.True(t, ok)
+	require.GreaterOrEqual(t, tr.MaxIdleConnsPerHost, 16, "partition workers share the API connection pool")
 }

@@ -1,0 +1,234 @@
+// Command hookyard-bench measures hookyard on the machine it runs on and
+// prints tables:
+//
+//   - receiver: what Postgres can commit (pgbench running the receiver's own
+//     two-row transaction) against what the receiver accepts over HTTP, its
+//     latency at half of that peak and its peak memory;
+//   - processor: events per second through the processor, for versioned
+//     snapshots (Chargebee) and for hints that fetch the resource (Stripe,
+//     against the simulator).
+//
+// It works in its own database (hookyard_bench by default) and truncates its
+// tables between phases; it never touches the development database. Numbers
+// are only as quiet as the machine: anything else running skews them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/db"
+)
+
+// DBURLDefault is the bench's own database; it is created when missing.
+const DBURLDefault = "postgres://postgres@127.0.0.1:5432/hookyard_bench?sslmode=disable"
+
+// options are the command line.
+type options struct {
+	receiver, processor bool
+
+	dbURL       string
+	duration    time.Duration
+	concurrency int
+	pgbench     string
+	bin         string
+
+	events, resources        int
+	hints, hintResources     int
+	simLatency               time.Duration
+	pollRecords              []int
+	partitions               int
+	procConns                int
+	procTimeout              time.Duration
+	stripeIdleConns          int
+	seed                     uint64
+	skipFetch, skipVersioned bool
+	analyze                  bool
+	receiverLog              bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("hookyard-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.receiver, "receiver", false, "run section A: receiver vs the Postgres ceiling (default: all sections)")
+	fs.BoolVar(&o.processor, "processor", false, "run section B: processor throughput (default: all sections)")
+	fs.StringVar(&o.dbURL, "db", envOr("HOOKYARD_BENCH_DATABASE_URL", DBURLDefault), "bench database URL (created, migrated and truncated; never the dev database)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each timed receiver phase (pgbench c=1, pgbench c=C, receiver closed loop, receiver at half load)")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "pgbench clients and receiver load workers (C)")
+	fs.StringVar(&o.pgbench, "pgbench", "pgbench", "pgbench executable")
+	fs.StringVar(&o.bin, "bin", "", "prebuilt hookyard binary (default: go build the module root into a temp dir)")
+	fs.IntVar(&o.events, "events", 100_000, "versioned path: Chargebee events preloaded")
+	fs.IntVar(&o.resources, "resources", 10_000, "versioned path: distinct subscriptions the events touch")
+	fs.IntVar(&o.hints, "hints", 20_000, "fetch path: Stripe hint events preloaded")
+	fs.IntVar(&o.hintResources, "hint-resources", 2_000, "fetch path: distinct subscriptions the hints touch")
+	fs.DurationVar(&o.simLatency, "sim-latency", 5*time.Millisecond, "fetch path: latency the Stripe simulator adds to each API call")
+	polls := fs.String("poll-records", "1000,5000", "comma-separated processor MaxPollRecords values; each path runs once per value")
+	fs.IntVar(&o.partitions, "partitions", 12, "partitions of the in-process topic")
+	fs.IntVar(&o.procConns, "proc-conns", 4, "processor pool size (hookyard processor uses 4)")
+	fs.BoolVar(&o.analyze, "analyze", true, "ANALYZE webhook_inbox after each processor preload, as autovacuum would have in steady state; with -analyze=false a never-analyzed database shows the planner's choice on a table without statistics")
+	fs.DurationVar(&o.procTimeout, "proc-timeout", 30*time.Second, "give up on a processor run after this long")
+	fs.IntVar(&o.stripeIdleConns, "stripe-idle-conns", 0, "fetch path: idle keep-alive conns of the Stripe client's transport; 0 uses http.DefaultClient like hookyard processor")
+	seed := fs.Uint64("seed", 1, "seed of the arrival-order shuffle")
+	fs.BoolVar(&o.skipVersioned, "no-versioned", false, "skip the processor's versioned path")
+	fs.BoolVar(&o.skipFetch, "no-fetch", false, "skip the processor's fetch path")
+	fs.BoolVar(&o.receiverLog, "receiver-log", false, "pass the receiver subprocess's log through to stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	o.seed = *seed
+	if !o.receiver && !o.processor {
+		o.receiver, o.processor = true, true
+	}
+	for _, s := range strings.Split(*polls, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-poll-records: %q is not a positive integer", s)
+		}
+		o.pollRecords = append(o.pollRecords, n)
+	}
+	switch {
+	case o.duration < time.Second:
+		return o, errors.New("-duration must be at least 1s")
+	case o.concurrency < 1:
+		return o, errors.New("-concurrency must be at least 1")
+	case len(o.pollRecords) == 0:
+		return o, errors.New("-poll-records needs at least one value")
+	case o.resources < 1 || o.events < o.resources:
+		return o, errors.New("-events must be at least -resources, and -resources at least 1")
+	case o.hintResources < 1 || o.hints < o.hintResources:
+		return o, errors.New("-hints must be at least -hint-resources, and -hint-resources at least 1")
+	case o.partitions < 1:
+		return o, errors.New("-partitions must be at least 1")
+	case o.procConns < 1:
+		return o, errors.New("-proc-conns must be at least 1")
+	}
+	return o, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "hookyard-bench:", err)
+		return 2
+	}
+	b := &bench{opts: o, out: stdout, progress: stderr, log: slog.New(slog.DiscardHandler)}
+	start := time.Now()
+	if err := b.run(ctx); err != nil {
+		fmt.Fprintln(stderr, "hookyard-bench:", err)
+		return 1
+	}
+	b.step("done in %s", time.Since(start).Round(time.Second))
+	return 0
+}
+
+// bench holds what every section shares.
+type bench struct {
+	opts     options
+	out      io.Writer // tables
+	progress io.Writer // what is running now
+	log      *slog.Logger
+	pool     *pgxpool.Pool // administration: truncates, COPY, counts
+}
+
+// step reports progress on stderr so that stdout holds only the tables.
+func (b *bench) step(format string, a ...any) {
+	fmt.Fprintf(b.progress, "› "+format+"\n", a...)
+}
+
+func (b *bench) run(ctx context.Context) error {
+	if err := db.EnsureDatabase(ctx, b.opts.dbURL, b.log); err != nil {
+		return err
+	}
+	pool, err := db.Open(ctx, b.opts.dbURL, db.Options{MaxConns: 4})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := db.Migrate(ctx, pool, b.log); err != nil {
+		return err
+	}
+	b.pool = pool
+	if err := b.printEnvironment(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	if b.opts.receiver {
+		if err := b.receiverSection(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("receiver section: %w", err))
+		}
+	}
+	if b.opts.processor && ctx.Err() == nil {
+		if err := b.processorSection(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("processor section: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *bench) printEnvironment(ctx context.Context) error {
+	var version, syncCommit string
+	if err := b.pool.QueryRow(ctx, `SELECT split_part(version(), ' on ', 1), current_setting('synchronous_commit')`).Scan(&version, &syncCommit); err != nil {
+		return fmt.Errorf("read server version: %w", err)
+	}
+	t := newTable("hookyard-bench", "setting", "value")
+	t.add("cpus (GOMAXPROCS)", fmt.Sprintf("%d (%d)", runtime.NumCPU(), runtime.GOMAXPROCS(0)))
+	t.add("go", runtime.Version())
+	t.add("postgres", version)
+	t.add("synchronous_commit", syncCommit)
+	t.add("database", redactURL(b.opts.dbURL))
+	t.add("duration per receiver phase", b.opts.duration.String())
+	t.add("concurrency C", strconv.Itoa(b.opts.concurrency))
+	t.print(b.out)
+	return nil
+}
+
+// redactURL drops a password, if any, from a database URL.
+func redactURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	scheme := strings.Index(s, "://")
+	if at < 0 || scheme < 0 {
+		return s
+	}
+	user := s[scheme+3 : at]
+	if name, _, ok := strings.Cut(user, ":"); ok {
+		return s[:scheme+3] + name + ":***" + s[at:]
+	}
+	return s
+}
