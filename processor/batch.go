@@ -50,9 +50,10 @@ func (r *inboxRow) key() inbox.Key {
 }
 
 // loadSQL looks each key up by the primary key. A plain join lets the
-// planner pick a merge join over the (provider, account, environment) prefix
-// for large batches, comparing every key with every row of the account;
-// LATERAL keeps it to one index probe per key whatever the statistics say.
+// planner pick a merge or hash join for large batches, reading every row of
+// the account (all rows share provider, account and environment); the
+// LATERAL subquery with LIMIT 1 cannot be flattened into a join, so it stays
+// one index probe per key whatever the statistics say.
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
        w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
@@ -62,6 +63,7 @@ CROSS JOIN LATERAL (
     SELECT * FROM webhook_inbox i
     WHERE i.provider = k.provider AND i.source_account = k.source_account
       AND i.environment = k.environment AND i.event_id = k.event_id
+    LIMIT 1
 ) w`
 
 func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Key]*inboxRow, error) {
@@ -243,6 +245,10 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 	err := pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
 		hist, marks = hist[:0], marks[:0]
 		b := &pgx.Batch{}
+		// Every statement below touches rows by primary key; for batches of
+		// thousands the planner would otherwise hash-join whole tables.
+		b.Queue(`SET LOCAL enable_hashjoin = off`)
+		b.Queue(`SET LOCAL enable_mergejoin = off`)
 		fence.QueueCheck(b, w.tok)
 		written := make(map[string]bool)
 		for _, st := range steps {
