@@ -58,6 +58,7 @@ type options struct {
 	skipFetch, skipVersioned bool
 	analyze                  bool
 	receiverLog              bool
+	commitWorkers            int
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dbURL, "db", envOr("HOOKYARD_BENCH_DATABASE_URL", DBURLDefault), "bench database URL (created, migrated and truncated; never the dev database)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each timed receiver phase (pgbench c=1, pgbench c=C, receiver closed loop, receiver at half load)")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "pgbench clients and receiver load workers (C)")
+	fs.IntVar(&o.commitWorkers, "commit-workers", 0, "receiver group-commit workers (0: the receiver's default)")
 	fs.StringVar(&o.pgbench, "pgbench", "pgbench", "pgbench executable")
 	fs.StringVar(&o.bin, "bin", "", "prebuilt hookyard binary (default: go build the module root into a temp dir)")
 	fs.IntVar(&o.events, "events", 100_000, "versioned path: Chargebee events preloaded")

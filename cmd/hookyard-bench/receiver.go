@@ -81,7 +81,11 @@ func (b *bench) receiverSection(ctx context.Context) error {
 	}
 
 	cfgPath := filepath.Join(dir, "bench.yaml")
-	if err := os.WriteFile(cfgPath, []byte(receiverConfig), 0o600); err != nil {
+	cfgText := receiverConfig
+	if b.opts.commitWorkers > 0 {
+		cfgText += fmt.Sprintf("receiver:\n  commit_workers: %d\n", b.opts.commitWorkers)
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		return fmt.Errorf("write receiver config: %w", err)
 	}
 	b.step("starting the receiver subprocess")

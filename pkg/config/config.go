@@ -73,6 +73,10 @@ type Processor struct {
 type Receiver struct {
 	BodyLimit     int64         `yaml:"body_limit"`
 	CommitTimeout time.Duration `yaml:"commit_timeout"`
+	// CommitWorkers is how many group-commit statements run at once.
+	CommitWorkers int `yaml:"commit_workers"`
+	// MaxBatch caps the events coalesced into one statement.
+	MaxBatch int `yaml:"max_batch"`
 }
 
 // Reconcile options.
