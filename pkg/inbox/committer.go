@@ -117,6 +117,11 @@ func (c *Committer) Stop() {
 // Submit stores rec durably or returns an error; it never reports success
 // for rows that were not committed.
 func (c *Committer) Submit(ctx context.Context, rec *Record) (Result, error) {
+	// Encoding happens here, on the caller's goroutine, so the commit
+	// workers spend their time on the database only.
+	if err := rec.prepare(c.cfg.Now()); err != nil {
+		return 0, err
+	}
 	req := &request{ctx: ctx, rec: rec, done: make(chan reply, 1)}
 	select {
 	case c.reqs <- req:
@@ -260,33 +265,18 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 			continue
 		}
 		first[k] = i
-		msg, err := r.Message(now)
-		if err != nil {
-			return nil, fmt.Errorf("encode outbox message: %w", err)
+		if r.prep == nil {
+			if err := r.prepare(now); err != nil {
+				return nil, err
+			}
 		}
-		st := StatusPending
-		var le *string
-		switch {
-		case r.Malformed != "":
-			st, le = StatusDead, &r.Malformed
-		case r.Ignored:
-			st = StatusIgnored
-		}
-		raw := r.Raw
-		var payload *string
-		// Bytes jsonb cannot hold (\u0000, invalid UTF-8, ...) are kept raw only.
-		if !jsonbSafe(r.Event.Payload) {
-			raw = r.Event.Payload
-		} else {
-			p := string(r.Event.Payload)
-			payload = &p
-		}
+		pr := r.prep
 		prov, acct, env, eid = append(prov, k.Provider), append(acct, k.SourceAccount), append(env, k.Environment), append(eid, k.EventID)
 		epID, etype = append(epID, r.Endpoint.ID), append(etype, r.Event.Type)
 		rtype, rid = append(rtype, r.Event.ResourceType), append(rid, r.Event.ResourceID)
-		status, mkey, msgs = append(status, st), append(mkey, r.Resource().Key()), append(msgs, string(msg))
-		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, payload), append(raws, raw)
-		lastErr = append(lastErr, le)
+		status, mkey, msgs = append(status, pr.status), append(mkey, pr.key), append(msgs, pr.msg)
+		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, pr.payload), append(raws, pr.raw)
+		lastErr = append(lastErr, pr.lastErr)
 	}
 	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr)
 	if err != nil {

@@ -8,6 +8,7 @@ package inbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/hookyard/hookyard/pkg/message"
@@ -43,6 +44,40 @@ type Record struct {
 	Malformed string
 	// Raw is kept byte-for-byte when the endpoint asks for it.
 	Raw []byte
+
+	prep *prepared
+}
+
+// prepared is a record encoded for the insert statement.
+type prepared struct {
+	status, key, msg string
+	payload          *string
+	raw              []byte
+	lastErr          *string
+}
+
+// prepare encodes the record's columns and outbox message.
+func (r *Record) prepare(now time.Time) error {
+	msg, err := r.Message(now)
+	if err != nil {
+		return fmt.Errorf("encode outbox message: %w", err)
+	}
+	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), raw: r.Raw}
+	switch {
+	case r.Malformed != "":
+		p.status, p.lastErr = StatusDead, &r.Malformed
+	case r.Ignored:
+		p.status = StatusIgnored
+	}
+	// Bytes jsonb cannot hold (\u0000, invalid UTF-8, ...) are kept raw only.
+	if jsonbSafe(r.Event.Payload) {
+		s := string(r.Event.Payload)
+		p.payload = &s
+	} else {
+		p.raw = r.Event.Payload
+	}
+	r.prep = p
+	return nil
 }
 
 // Key returns the record's event identity.
