@@ -24,8 +24,9 @@ import (
 
 // Defaults of Config.
 const (
-	BatchSizeDefault    = 500
-	IdleIntervalDefault = 20 * time.Millisecond
+	BatchSizeDefault      = 500
+	IdleIntervalDefault   = 20 * time.Millisecond
+	ProduceTimeoutDefault = 30 * time.Second
 )
 
 // Config configures a relay.
@@ -38,6 +39,9 @@ type Config struct {
 	BatchSize int
 	// IdleInterval is the pause after finding no rows. Defaults to IdleIntervalDefault.
 	IdleInterval time.Duration
+	// ProduceTimeout bounds one batch's wait for the broker; past it the
+	// batch is rolled back and retried. Defaults to ProduceTimeoutDefault.
+	ProduceTimeout time.Duration
 	// Registerer receives the metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 	// KafkaOptions are appended to the producer's options.
@@ -48,6 +52,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.IdleInterval = cmp.Or(c.IdleInterval, IdleIntervalDefault)
+	c.ProduceTimeout = cmp.Or(c.ProduceTimeout, ProduceTimeoutDefault)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -167,7 +172,11 @@ func (r *Relay) RelayOnce(ctx context.Context, cl *kgo.Client) (int, error) {
 			return nil
 		}
 		r.lag.Set(time.Since(oldest).Seconds())
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		// The claim's transaction stays open until the broker answers; bound
+		// it, so a Kafka outage does not hold row locks (and vacuum) forever.
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.ProduceTimeout)
+		defer cancel()
+		if err := cl.ProduceSync(pctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("publish %d outbox rows: %w", len(recs), err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {

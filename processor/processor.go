@@ -133,6 +133,11 @@ type Processor struct {
 
 	mu      sync.Mutex
 	workers map[int32]*worker
+	// fatal ends Run: a condition no retry fixes (the partition count
+	// changed under a running processor).
+	fatalOnce sync.Once
+	fatalErr  error
+	stopPoll  context.CancelFunc
 	// Ready is closed once the processor joined and checked the topic.
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -194,10 +199,19 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.stopAll(p.allWorkers())
 	}()
 	go p.retryLoop(ctx)
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
+	p.mu.Lock()
+	p.stopPoll = stopPoll
+	p.mu.Unlock()
 	p.readyOnce.Do(func() { close(p.ready) })
 	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n))
 	for {
-		fetches := cl.PollRecords(ctx, p.cfg.MaxPollRecords)
+		fetches := cl.PollRecords(pollCtx, p.cfg.MaxPollRecords)
+		if err := p.fatal(); err != nil {
+			cl.AllowRebalance()
+			return fmt.Errorf("processor: %w", err)
+		}
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			cl.AllowRebalance()
 			return nil
@@ -215,22 +229,30 @@ func (p *Processor) Run(ctx context.Context) error {
 			if w == nil {
 				return
 			}
+			// A worker that stopped (fenced, told to quit) or a shutdown
+			// must never leave the poll loop blocked here: that would block
+			// the rebalance that stops the workers.
 			select {
 			case w.recs <- ftp.Records:
 			case <-w.quit:
+			case <-ctx.Done():
 			}
 		})
 		cl.AllowRebalance()
 	}
 }
 
+// assigned takes each new partition's fence before its worker starts. The
+// take happens here and only here, while the partition is ours for certain:
+// a take retried later could bump the generation past a newer owner's. It
+// retries until it succeeds; the rebalance waits, since nothing could be
+// written without a fence anyway.
 func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for _, part := range assigned[p.cfg.Topic] {
-		tok, err := fence.Take(ctx, p.pool, p.cfg.Topic, part, p.partitions, p.cfg.InstanceID)
+		tok, err := p.takeFence(ctx, part)
 		if err != nil {
-			// Without a fence the worker could not write; it retries the
-			// take before its first batch.
-			p.log.ErrorContext(ctx, "take fence", slog.Int("partition", int(part)), slog.String("error", err.Error()))
+			p.log.ErrorContext(ctx, "no fence; partition not started", slog.Int("partition", int(part)), slog.String("error", err.Error()))
+			continue
 		}
 		w := &worker{p: p, cl: cl, part: part, tok: tok, recs: make(chan []*kgo.Record, 4),
 			quit: make(chan struct{}), done: make(chan struct{})}
@@ -241,6 +263,47 @@ func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 		p.log.InfoContext(ctx, "partition assigned", slog.Int("partition", int(part)), slog.Int64("generation", tok.Generation))
 		go w.run(context.WithoutCancel(ctx))
 	}
+}
+
+func (p *Processor) takeFence(ctx context.Context, part int32) (fence.Token, error) {
+	delay := 100 * time.Millisecond
+	for {
+		tok, err := fence.Take(ctx, p.pool, p.cfg.Topic, part, p.partitions, p.cfg.InstanceID)
+		switch {
+		case err == nil:
+			return tok, nil
+		case errors.Is(err, fence.ErrPartitionCountChanged):
+			p.setFatal(err)
+			return tok, err
+		case ctx.Err() != nil:
+			return tok, err
+		}
+		p.log.WarnContext(ctx, "take fence; retrying", slog.Int("partition", int(part)), slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return tok, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+func (p *Processor) setFatal(err error) {
+	p.fatalOnce.Do(func() {
+		p.mu.Lock()
+		p.fatalErr = err
+		stop := p.stopPoll
+		p.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	})
+}
+
+func (p *Processor) fatal() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fatalErr
 }
 
 func (p *Processor) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
@@ -330,7 +393,16 @@ type worker struct {
 
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
+	// However the worker ends, quit is closed so the poll loop never waits
+	// on it.
+	defer w.stopOnce.Do(func() { close(w.quit) })
 	for {
+		// A revoked worker takes no further batch, even if one is buffered.
+		select {
+		case <-w.quit:
+			return
+		default:
+		}
 		select {
 		case <-w.quit:
 			return
@@ -347,50 +419,59 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) process(ctx context.Context, recs []*kgo.Record) bool {
 	delay := 100 * time.Millisecond
 	for {
-		if w.tok.Generation == 0 {
-			tok, err := fence.Take(ctx, w.p.pool, w.p.cfg.Topic, w.part, w.p.partitions, w.p.cfg.InstanceID)
-			if err == nil {
-				w.tok = tok
-			} else if errors.Is(err, fence.ErrPartitionCountChanged) {
-				w.p.log.Error("partition count changed; stopping worker", slog.String("error", err.Error()))
-				return false
-			}
-		}
-		var err error
-		if w.tok.Generation != 0 {
-			start := time.Now()
-			err = w.handle(ctx, recs)
-			w.p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
-		} else {
-			err = errors.New("no fence")
-		}
+		start := time.Now()
+		err := w.handle(ctx, recs)
+		w.p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 		if err == nil {
 			w.p.metrics.records.Add(float64(len(recs)))
-			if cerr := w.cl.CommitRecords(ctx, recs...); cerr != nil {
-				// The work is committed in Postgres; a lost offset commit only
-				// means a harmless redelivery.
-				w.p.log.Warn("commit offsets", slog.Int("partition", int(w.part)), slog.String("error", cerr.Error()))
-			}
+			w.commit(ctx, recs)
 			return true
 		}
 		if errors.Is(err, fence.ErrFenced) {
-			w.p.metrics.fenced.Inc()
-			w.p.log.Warn("write refused: partition taken over", slog.Int("partition", int(w.part)),
-				slog.Int64("generation", w.tok.Generation), slog.String("error", err.Error()))
+			w.fenced(err)
 			return false
 		}
 		if poison(err) {
 			return w.isolate(ctx, recs, err)
 		}
 		w.p.log.Warn("batch failed; retrying", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
-		select {
-		case <-w.quit:
+		if !w.sleep(ctx, delay) {
 			return false
-		case <-ctx.Done():
-			return false
-		case <-time.After(delay):
 		}
 		delay = min(delay*2, 10*time.Second)
+	}
+}
+
+// commit commits recs' offsets. The work is committed in Postgres already; a
+// lost offset commit only means a harmless redelivery.
+func (w *worker) commit(ctx context.Context, recs []*kgo.Record) {
+	select {
+	case <-w.quit:
+		// Revoked while writing: the new owner commits from here on, and an
+		// offset from us could rewind its progress.
+		return
+	default:
+	}
+	if err := w.cl.CommitRecords(ctx, recs...); err != nil {
+		w.p.log.Warn("commit offsets", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
+	}
+}
+
+func (w *worker) fenced(err error) {
+	w.p.metrics.fenced.Inc()
+	w.p.log.Warn("write refused: partition taken over", slog.Int("partition", int(w.part)),
+		slog.Int64("generation", w.tok.Generation), slog.String("error", err.Error()))
+}
+
+// sleep waits d, or returns false when the worker is told to quit.
+func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-w.quit:
+		return false
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
 	}
 }
 
@@ -418,19 +499,24 @@ func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) b
 		}
 		return true
 	}
-	err := w.markDead(ctx, recs[0], cause)
-	if errors.Is(err, fence.ErrFenced) {
-		w.p.metrics.fenced.Inc()
-		return false
-	}
-	if err != nil {
-		w.p.log.Warn("mark poisoned event dead", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
-		return false
+	delay := 100 * time.Millisecond
+	for {
+		err := w.markDead(ctx, recs[0], cause)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, fence.ErrFenced) {
+			w.fenced(err)
+			return false
+		}
+		w.p.log.Warn("mark poisoned event dead; retrying", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
+		if !w.sleep(ctx, delay) {
+			return false
+		}
+		delay = min(delay*2, 10*time.Second)
 	}
 	w.p.metrics.events.WithLabelValues("dead").Inc()
-	if cerr := w.cl.CommitRecords(ctx, recs...); cerr != nil {
-		w.p.log.Warn("commit offsets", slog.Int("partition", int(w.part)), slog.String("error", cerr.Error()))
-	}
+	w.commit(ctx, recs)
 	return true
 }
 

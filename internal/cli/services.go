@@ -134,6 +134,8 @@ func (e *env) serveMetrics(ctx context.Context) error {
 // unless KAFKA_BROKERS is set and a Stripe simulator unless STRIPE_API_BASE
 // is set.
 func runDev(ctx context.Context, e *env, simAddr string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	seeds := e.cfg.KafkaBrokers
 	embedded := len(seeds) == 0
 	if embedded {

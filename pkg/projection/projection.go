@@ -58,7 +58,8 @@ WITH old AS (
     INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
         provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, needs_reconcile)
     SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, now(), now(), false
-    WHERE NOT $12::bool OR NOT EXISTS (SELECT 1 FROM old) OR (SELECT provider_version + 1 FROM old) >= $6
+    WHERE NOT $12::bool OR NOT EXISTS (SELECT 1 FROM old) OR (SELECT provider_version FROM old) IS NULL
+       OR (SELECT provider_version + 1 FROM old) >= $6
     ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
     SET provider_version = EXCLUDED.provider_version, state = EXCLUDED.state, status = EXCLUDED.status,
         deleted = EXCLUDED.deleted, source_event_id = EXCLUDED.source_event_id,
