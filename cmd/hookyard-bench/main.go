@@ -83,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.procConns, "proc-conns", 4, "processor pool size (hookyard processor uses 4)")
 	fs.BoolVar(&o.analyze, "analyze", true, "ANALYZE webhook_inbox after each processor preload, as autovacuum would have in steady state; with -analyze=false a never-analyzed database shows the planner's choice on a table without statistics")
 	fs.DurationVar(&o.procTimeout, "proc-timeout", 30*time.Second, "give up on a processor run after this long")
-	fs.IntVar(&o.stripeIdleConns, "stripe-idle-conns", 0, "fetch path: idle keep-alive conns of the Stripe client's transport; 0 uses http.DefaultClient like hookyard processor")
+	fs.IntVar(&o.stripeIdleConns, "stripe-idle-conns", 0, "fetch path: idle keep-alive conns of the Stripe client's transport; 0 keeps the stripeapi default (64 idle conns), as hookyard processor")
 	seed := fs.Uint64("seed", 1, "seed of the arrival-order shuffle")
 	fs.BoolVar(&o.skipVersioned, "no-versioned", false, "skip the processor's versioned path")
 	fs.BoolVar(&o.skipFetch, "no-fetch", false, "skip the processor's fetch path")
