@@ -128,7 +128,6 @@ type Processor struct {
 	metrics   *metrics
 	endpoints map[string]*provider.Endpoint
 
-	cl         *kgo.Client
 	partitions int
 
 	mu      sync.Mutex
@@ -193,7 +192,6 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: kafka client: %w", err)
 	}
-	p.cl = cl
 	defer func() {
 		cl.Close() // leaves the group; revoked runs and stops the workers
 		p.stopAll(p.allWorkers())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/fence"
+	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
@@ -145,7 +146,7 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		}
 		return r.Run(ctx)
 	case "api":
-		return serve(ctx, e.opsAPI(), cfg.OpsAddr, log)
+		return health.Serve(ctx, e.opsAPI(), cfg.OpsAddr, log)
 	case "outbox-relay":
 		if err := ensureTopic(ctx, cfg, brokers(cfg)); err != nil {
 			return err
