@@ -680,8 +680,11 @@ VALUES ($1, $2, $3, 'ev_mal', $4, 'subscription_changed', 'subscription', $5, $6
 // (Run would consume and return nil at the deadline).
 func TestProcessorRefusesChangedPartitionCount(t *testing.T) {
 	t.Parallel()
-	p := scNew(t, pipelinetest.Options{}) // p1 registered the topic with 4 partitions
+	// No other member: one in the same group would be handed a rebalance and
+	// (rightly) refuse the changed count too.
+	p := scNew(t, pipelinetest.Options{NoProcessor: true})
 	ctx := context.Background()
+	require.NoError(t, fence.Register(ctx, p.Pool, kafkatest.Topic, 4))
 	var n int
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, kafkatest.Topic).Scan(&n))
 	require.Equal(t, 4, n)
