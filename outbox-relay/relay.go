@@ -4,8 +4,16 @@
 //
 // Rows are claimed with FOR UPDATE SKIP LOCKED (never a cursor over ids, which
 // skips rows that commit out of order), so relays run side by side. A row is
-// deleted only in the transaction that saw the broker acknowledge it; a crash
-// in between publishes it again, which the processor absorbs.
+// deleted only in the transaction that claimed it, after the broker
+// acknowledged it; a relay that dies mid-batch leaves its transaction to be
+// rolled back by Postgres, and the rows go out again, which the processor
+// absorbs.
+//
+// One relay keeps several batches in flight: it claims the next batch while
+// the broker acknowledges the previous ones, and hands records to the
+// producer in claim order, so records of one key reach their partition in
+// outbox order. Inserts into the outbox NOTIFY the relay; it also polls, so a
+// lost notification only delays a row by one poll interval.
 package outboxrelay
 
 import (
@@ -14,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,37 +32,71 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// Channel is the LISTEN/NOTIFY channel an outbox insert notifies.
+const Channel = "hookyard_outbox"
+
 // Defaults of Config.
 const (
 	BatchSizeDefault      = 500
-	IdleIntervalDefault   = 20 * time.Millisecond
+	InFlightDefault       = 4
+	PollIntervalDefault   = time.Second
 	ProduceTimeoutDefault = 30 * time.Second
+	MaxBackoffDefault     = 5 * time.Second
+	// ShutdownGrace is how long a stopping relay waits for the broker to
+	// acknowledge batches already handed to it.
+	ShutdownGrace = 5 * time.Second
 )
 
 // Config configures a relay.
 type Config struct {
-	// Brokers are the Kafka seed brokers. Required.
+	// Brokers are the Kafka seed brokers. Required unless Publisher is set.
 	Brokers []string
-	// Topic is the events topic. Required.
+	// Topic is the events topic. Required unless Publisher is set.
 	Topic string
 	// BatchSize caps the rows claimed per transaction. Defaults to BatchSizeDefault.
 	BatchSize int
-	// IdleInterval is the pause after finding no rows. Defaults to IdleIntervalDefault.
-	IdleInterval time.Duration
-	// ProduceTimeout bounds one batch's wait for the broker; past it the
-	// batch is rolled back and retried. Defaults to ProduceTimeoutDefault.
+	// InFlight caps the batches awaiting the broker's acknowledgement; each
+	// holds one pool connection. Defaults to InFlightDefault.
+	InFlight int
+	// PollInterval is how long an idle relay waits for a notification
+	// before it looks at the outbox anyway. Defaults to PollIntervalDefault.
+	PollInterval time.Duration
+	// ProduceTimeout bounds one batch's wait for the broker: the producer
+	// gives up on a record after it, and the batch is rolled back and
+	// retried. At least 1s; defaults to ProduceTimeoutDefault.
 	ProduceTimeout time.Duration
+	// ClaimTimeout is how long Postgres lets a claim's transaction sit idle
+	// (idle_in_transaction_session_timeout) before it ends the session and
+	// releases the rows: a frozen relay cannot hold them forever. Defaults to
+	// ProduceTimeout plus 30s.
+	ClaimTimeout time.Duration
+	// MaxBackoff caps the pause after failed batches. Defaults to MaxBackoffDefault.
+	MaxBackoff time.Duration
+	// NoListen turns LISTEN/NOTIFY off; the relay only polls.
+	NoListen bool
 	// Registerer receives the metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 	// KafkaOptions are appended to the producer's options.
 	KafkaOptions []kgo.Opt
+	// Publisher replaces the Kafka producer (the bench measures Postgres
+	// alone with one that acknowledges at once).
+	Publisher Publisher
+}
+
+// Publisher hands records to the broker; done is called once per record,
+// from any goroutine, when the broker acknowledged it or gave up on it.
+type Publisher interface {
+	Publish(ctx context.Context, r *kgo.Record, done func(*kgo.Record, error))
 }
 
 // WithDefaults returns cfg with defaults filled in.
 func (c Config) WithDefaults() Config {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
-	c.IdleInterval = cmp.Or(c.IdleInterval, IdleIntervalDefault)
-	c.ProduceTimeout = cmp.Or(c.ProduceTimeout, ProduceTimeoutDefault)
+	c.InFlight = cmp.Or(c.InFlight, InFlightDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.ProduceTimeout = max(cmp.Or(c.ProduceTimeout, ProduceTimeoutDefault), time.Second) // the client's minimum
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, MaxBackoffDefault)
+	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, c.ProduceTimeout+30*time.Second)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -60,11 +104,13 @@ func (c Config) WithDefaults() Config {
 }
 
 func (c Config) validate() error {
-	if len(c.Brokers) == 0 {
+	switch {
+	case c.Publisher == nil && len(c.Brokers) == 0:
 		return errors.New("outbox relay config: Brokers is required")
-	}
-	if c.Topic == "" {
+	case c.Publisher == nil && c.Topic == "":
 		return errors.New("outbox relay config: Topic is required")
+	case c.BatchSize < 1 || c.InFlight < 1:
+		return errors.New("outbox relay config: BatchSize and InFlight must be positive")
 	}
 	return nil
 }
@@ -76,7 +122,13 @@ type Relay struct {
 	cfg       Config
 	published prometheus.Counter
 	failures  prometheus.Counter
-	lag       prometheus.Gauge
+	batches   prometheus.Histogram
+	wake      chan struct{}
+	// claimTimeout is ClaimTimeout as Postgres reads it (milliseconds).
+	claimTimeout string
+
+	mu      sync.Mutex
+	failure error // of an in-flight batch, not yet reported
 }
 
 // New builds a relay; Run starts it.
@@ -89,105 +141,335 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Relay, error) {
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_published_total",
 			Help: "Outbox rows acknowledged by Kafka and removed."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_publish_failures_total",
-			Help: "Batches that failed to publish and were left in the outbox."}),
-		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_outbox_oldest_age_seconds",
-			Help: "Age of the oldest row in the last claimed batch."}),
+			Help: "Batches that failed to publish (produce error, timeout, or database error) and stayed in the outbox."}),
+		batches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookyard_outbox_batch_rows",
+			Help: "Rows per claimed batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		wake:         make(chan struct{}, 1),
+		claimTimeout: strconv.FormatInt(cfg.ClaimTimeout.Milliseconds(), 10),
 	}
-	cfg.Registerer.MustRegister(r.published, r.failures, r.lag)
+	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, newBacklogCollector(pool))
 	return r, nil
 }
 
-// Run publishes until ctx ends.
+// Run publishes until ctx ends. It returns an error only when the Kafka
+// client cannot be built; everything else is retried.
 func (r *Relay) Run(ctx context.Context) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(r.cfg.Brokers...),
-		kgo.DefaultProduceTopic(r.cfg.Topic),
-		kgo.ProducerLinger(0),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-	}, r.cfg.KafkaOptions...)...)
-	if err != nil {
-		return fmt.Errorf("outbox relay: kafka client: %w", err)
+	pub := r.cfg.Publisher
+	if pub == nil {
+		cl, err := kgo.NewClient(append([]kgo.Opt{
+			kgo.SeedBrokers(r.cfg.Brokers...),
+			kgo.DefaultProduceTopic(r.cfg.Topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent writes need all ISR acks
+			kgo.RecordDeliveryTimeout(r.cfg.ProduceTimeout),
+			kgo.ProducerLinger(0),
+		}, r.cfg.KafkaOptions...)...)
+		if err != nil {
+			return fmt.Errorf("outbox relay: kafka client: %w", err)
+		}
+		defer cl.Close()
+		pub = kafkaPublisher{cl}
 	}
-	defer cl.Close()
-	delay := r.cfg.IdleInterval
-	for {
-		n, err := r.RelayOnce(ctx, cl)
-		if ctx.Err() != nil {
-			return nil
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	if !r.cfg.NoListen {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.listen(ctx) }()
+	}
+	r.loop(ctx, pub)
+	return nil
+}
+
+// loop claims batches while rows are there, keeping up to InFlight of them
+// awaiting the broker, and sleeps when the outbox is empty or a batch failed.
+func (r *Relay) loop(ctx context.Context, pub Publisher) {
+	slots := make(chan struct{}, r.cfg.InFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		b, err := r.claim(ctx)
+		if err == nil && b.n() > 0 {
+			b.publish(ctx, pub)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				if err := r.finish(ctx, b); err != nil {
+					r.noteFailure(err)
+				}
+			}()
+		} else {
+			<-slots
+		}
+		if err == nil {
+			err = r.takeFailure()
 		}
 		switch {
+		case ctx.Err() != nil:
+			return
 		case err != nil:
 			r.failures.Inc()
 			r.log.WarnContext(ctx, "relay batch failed; rows stay in the outbox", slog.String("error", err.Error()))
-			delay = min(max(delay*2, 100*time.Millisecond), 5*time.Second)
-		case n == 0:
-			delay = r.cfg.IdleInterval
+			backoff = min(max(backoff*2, 100*time.Millisecond), r.cfg.MaxBackoff)
+			sleep(ctx, backoff)
+		case b.n() == 0:
+			backoff = 0
+			r.idle(ctx)
 		default:
-			delay = 0
-		}
-		if delay > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(delay):
-			}
+			backoff = 0
 		}
 	}
 }
 
+// noteFailure keeps the first failure of an in-flight batch for the loop.
+func (r *Relay) noteFailure(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failure == nil {
+		r.failure = err
+	}
+}
+
+func (r *Relay) takeFailure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.failure
+	r.failure = nil
+	return err
+}
+
+// idle waits for a notification, a failed batch's report or the poll interval.
+func (r *Relay) idle(ctx context.Context) {
+	t := time.NewTimer(r.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-r.wake:
+	case <-t.C:
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// listen keeps a connection LISTENing on Channel and turns notifications
+// into wake-ups; when the connection breaks it reconnects with a pause, and
+// the relay polls meanwhile.
+func (r *Relay) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.WarnContext(ctx, "outbox notifications lost; polling until the listener reconnects", slog.String("error", err.Error()))
+		sleep(ctx, r.cfg.PollInterval)
+	}
+}
+
+func (r *Relay) listenOnce(ctx context.Context) error {
+	pc, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A LISTENing connection must not go back to the pool.
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	r.signal() // rows may have arrived before LISTEN took effect
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		r.signal()
+	}
+}
+
+func (r *Relay) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// batch is one claim: its transaction stays open until every record is
+// acknowledged, then deletes the rows and commits.
+type batch struct {
+	tx      pgx.Tx
+	ids     []int64
+	recs    []*kgo.Record
+	pending sync.WaitGroup
+	mu      sync.Mutex
+	err     error
+}
+
+func (b *batch) n() int { return len(b.ids) }
+
 const claimSQL = `
-SELECT id, message_key, message::text, created_at FROM outbox
+SELECT id, message_key, message::text FROM outbox
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
 
-// RelayOnce claims one batch, publishes it in order and removes it once the
-// broker acknowledged every record. It returns how many rows it published.
-func (r *Relay) RelayOnce(ctx context.Context, cl *kgo.Client) (int, error) {
-	var n int
-	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, claimSQL, r.cfg.BatchSize)
-		if err != nil {
-			return fmt.Errorf("claim outbox rows: %w", err)
-		}
-		var ids []int64
-		var recs []*kgo.Record
-		var oldest time.Time
-		for rows.Next() {
-			var id int64
-			var key, msg string
-			var created time.Time
-			if err := rows.Scan(&id, &key, &msg, &created); err != nil {
-				rows.Close()
-				return fmt.Errorf("read outbox row: %w", err)
-			}
-			if oldest.IsZero() {
-				oldest = created
-			}
-			ids = append(ids, id)
-			recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte(msg)})
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("claim outbox rows: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		r.lag.Set(time.Since(oldest).Seconds())
-		// The claim's transaction stays open until the broker answers; bound
-		// it, so a Kafka outage does not hold row locks (and vacuum) forever.
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.ProduceTimeout)
-		defer cancel()
-		if err := cl.ProduceSync(pctx, recs...).FirstErr(); err != nil {
-			return fmt.Errorf("publish %d outbox rows: %w", len(recs), err)
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
-			return fmt.Errorf("remove published outbox rows: %w", err)
-		}
-		n = len(ids)
-		return nil
-	})
+// claim begins a transaction and locks the next rows no other relay holds.
+// On no rows or an error the transaction is already closed.
+func (r *Relay) claim(ctx context.Context) (*batch, error) {
+	tx, err := r.pool.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("claim outbox rows: %w", err)
 	}
-	r.published.Add(float64(n))
-	return n, nil
+	b := &batch{tx: tx}
+	_, err = tx.Exec(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, r.claimTimeout)
+	if err == nil {
+		err = r.scan(ctx, b)
+	}
+	if err != nil || b.n() == 0 {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return b, err
+	}
+	r.batches.Observe(float64(b.n()))
+	return b, nil
+}
+
+func (r *Relay) scan(ctx context.Context, b *batch) error {
+	rows, err := b.tx.Query(ctx, claimSQL, r.cfg.BatchSize)
+	if err != nil {
+		return fmt.Errorf("claim outbox rows: %w", err)
+	}
+	defer rows.Close()
+	b.ids = make([]int64, 0, r.cfg.BatchSize)
+	b.recs = make([]*kgo.Record, 0, r.cfg.BatchSize)
+	for rows.Next() {
+		var id int64
+		var key, msg []byte
+		if err := rows.Scan(&id, &key, &msg); err != nil {
+			return fmt.Errorf("read outbox row: %w", err)
+		}
+		b.ids = append(b.ids, id)
+		b.recs = append(b.recs, &kgo.Record{Key: key, Value: msg})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("claim outbox rows: %w", err)
+	}
+	return nil
+}
+
+// publish hands the batch's records to the producer, in claim order.
+func (b *batch) publish(ctx context.Context, pub Publisher) {
+	b.pending.Add(len(b.recs))
+	for _, rec := range b.recs {
+		pub.Publish(ctx, rec, b.done)
+	}
+}
+
+func (b *batch) done(_ *kgo.Record, err error) {
+	if err != nil {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	b.pending.Done()
+}
+
+// finish waits for the broker's answers (bounded by ProduceTimeout), then
+// deletes the rows and commits, or rolls back so the rows go out again. When
+// the relay stops, a batch still gets ShutdownGrace to be acknowledged, so a
+// clean stop does not publish it twice.
+func (r *Relay) finish(ctx context.Context, b *batch) error {
+	acked := make(chan struct{})
+	go func() { b.pending.Wait(); close(acked) }()
+	// Wait for the producer's answer for every record rather than rolling
+	// back on a timer of our own: the producer fails a record only when it
+	// is not in flight, so rolling back after its answer does not publish
+	// the rows twice. A claim the producer never answers ends with
+	// ClaimTimeout, when Postgres releases it anyway.
+	t := time.NewTimer(r.cfg.ClaimTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case <-acked:
+	case <-t.C:
+		err = fmt.Errorf("no answer from the producer within the claim timeout %s", r.cfg.ClaimTimeout)
+	case <-ctx.Done():
+		select {
+		case <-acked:
+		case <-time.After(ShutdownGrace):
+			err = errors.New("relay stopped before the broker acknowledged")
+		}
+	}
+	if err == nil {
+		b.mu.Lock()
+		err = b.err
+		b.mu.Unlock()
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err != nil {
+		_ = b.tx.Rollback(dctx)
+		return fmt.Errorf("publish %d outbox rows: %w", b.n(), err)
+	}
+	if _, err = b.tx.Exec(dctx, `DELETE FROM outbox WHERE id = ANY($1)`, b.ids); err == nil {
+		err = b.tx.Commit(dctx)
+	}
+	if err != nil {
+		_ = b.tx.Rollback(dctx)
+		return fmt.Errorf("remove published outbox rows: %w", err)
+	}
+	r.published.Add(float64(b.n()))
+	return nil
+}
+
+// kafkaPublisher produces through a franz-go client. The client keeps the
+// order of Produce calls per partition, and its idempotent producer keeps it
+// across retries.
+type kafkaPublisher struct{ cl *kgo.Client }
+
+func (p kafkaPublisher) Publish(ctx context.Context, r *kgo.Record, done func(*kgo.Record, error)) {
+	p.cl.Produce(ctx, r, done)
+}
+
+// backlogCollector reports the outbox backlog on scrape.
+type backlogCollector struct {
+	pool      *pgxpool.Pool
+	rows, age *prometheus.Desc
+}
+
+func newBacklogCollector(pool *pgxpool.Pool) *backlogCollector {
+	return &backlogCollector{pool: pool,
+		rows: prometheus.NewDesc("hookyard_outbox_backlog_rows", "Rows in the outbox: committed, not yet acknowledged by Kafka (counted up to one million).", nil, nil),
+		age:  prometheus.NewDesc("hookyard_outbox_oldest_age_seconds", "Age of the outbox row with the lowest id (the oldest unpublished one); 0 when the outbox is empty.", nil, nil),
+	}
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.rows; ch <- c.age }
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var n int64
+	var age float64
+	// The lowest id is the oldest insert; both reads stay on the primary key.
+	err := c.pool.QueryRow(ctx, `
+SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1000000) o),
+       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox ORDER BY id LIMIT 1), 0)`).Scan(&n, &age)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.rows, err)
+		ch <- prometheus.NewInvalidMetric(c.age, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, max(age, 0))
 }

@@ -123,7 +123,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 		BreakerOpenFor: 500 * time.Millisecond, Timeout: 2 * time.Second}, p.Log)
 	p.Ops = httptest.NewServer(opsapi.New(p.Pool, p.Log, opsapi.Config{Token: OpsToken}))
 
-	relay, err := outboxrelay.New(p.Pool, p.Log, outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic, IdleInterval: 5 * time.Millisecond})
+	relay, err := outboxrelay.New(p.Pool, p.Log, outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic, PollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
 	p.goRun(func(ctx context.Context) error { return relay.Run(ctx) })
 	if !opts.NoProcessor {

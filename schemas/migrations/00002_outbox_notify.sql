@@ -1,0 +1,19 @@
+-- Outbox inserts wake the relays (LISTEN hookyard_outbox); relays also poll,
+-- so a lost notification only delays a row. One notification per statement,
+-- and Postgres folds repeats within a transaction into one.
+
+-- +goose Up
+-- +goose StatementBegin
+CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('hookyard_outbox', '');
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
+    FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+
+-- +goose Down
+DROP TRIGGER outbox_notify ON outbox;
+DROP FUNCTION outbox_notify();
