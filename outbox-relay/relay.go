@@ -4,8 +4,8 @@
 //
 // Rows are claimed with FOR UPDATE SKIP LOCKED (never a cursor over ids, which
 // skips rows that commit out of order), so relays run side by side. A row is
-// deleted only in the transaction that claimed it, after the broker
-// acknowledged it; a relay that dies mid-batch leaves its transaction to be
+// deleted by the transaction that claims it, which commits only after the
+// broker acknowledged it; a relay that dies mid-batch leaves its transaction to be
 // rolled back by Postgres, and the rows go out again, which the processor
 // absorbs.
 //
@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -305,10 +306,11 @@ func (r *Relay) signal() {
 	}
 }
 
-// batch is one claim: its transaction stays open until every record is
-// acknowledged, then deletes the rows and commits.
+// batch is one claim: its transaction has deleted the rows and stays open
+// until every record is acknowledged, then commits; on any failure it rolls
+// back and the rows are back in the outbox.
 type batch struct {
-	tx      pgx.Tx
+	conn    *pgxpool.Conn
 	ids     []int64
 	recs    []*kgo.Record
 	pending sync.WaitGroup
@@ -318,51 +320,89 @@ type batch struct {
 
 func (b *batch) n() int { return len(b.ids) }
 
+// claimSQL takes the lowest ids no other relay holds and deletes them in the
+// same statement; the rows stay locked (and invisible to nobody else) until
+// the transaction ends.
 const claimSQL = `
-SELECT id, message_key, message::text FROM outbox
-ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
+WITH claimed AS (SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+DELETE FROM outbox o USING claimed c WHERE o.id = c.id
+RETURNING o.id, o.message_key, o.message::text`
 
-// claim begins a transaction and locks the next rows no other relay holds.
-// On no rows or an error the transaction is already closed.
+// claim opens a transaction and deletes the next rows no other relay holds,
+// in one round trip. On no rows or an error the transaction is already
+// closed and the connection released.
 func (r *Relay) claim(ctx context.Context) (*batch, error) {
-	tx, err := r.pool.Begin(ctx)
+	conn, err := r.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox rows: %w", err)
 	}
-	b := &batch{tx: tx}
-	_, err = tx.Exec(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, r.claimTimeout)
-	if err == nil {
-		err = r.scan(ctx, b)
-	}
-	if err != nil || b.n() == 0 {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return b, err
+	b := &batch{conn: conn}
+	if err := r.scan(ctx, b); err != nil || b.n() == 0 {
+		b.end(ctx, false)
+		return &batch{}, err
 	}
 	r.batches.Observe(float64(b.n()))
 	return b, nil
 }
 
 func (r *Relay) scan(ctx context.Context, b *batch) error {
-	rows, err := b.tx.Query(ctx, claimSQL, r.cfg.BatchSize)
+	q := &pgx.Batch{}
+	q.Queue("BEGIN")
+	q.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, r.claimTimeout)
+	q.Queue(claimSQL, r.cfg.BatchSize)
+	br := b.conn.SendBatch(ctx, q)
+	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("claim outbox rows: %w", err)
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return fmt.Errorf("claim outbox rows: %w", err)
 	}
 	defer rows.Close()
-	b.ids = make([]int64, 0, r.cfg.BatchSize)
-	b.recs = make([]*kgo.Record, 0, r.cfg.BatchSize)
+	type row struct {
+		id       int64
+		key, msg []byte
+	}
+	got := make([]row, 0, r.cfg.BatchSize)
 	for rows.Next() {
-		var id int64
-		var key, msg []byte
-		if err := rows.Scan(&id, &key, &msg); err != nil {
+		var rw row
+		if err := rows.Scan(&rw.id, &rw.key, &rw.msg); err != nil {
 			return fmt.Errorf("read outbox row: %w", err)
 		}
-		b.ids = append(b.ids, id)
-		b.recs = append(b.recs, &kgo.Record{Key: key, Value: msg})
+		got = append(got, rw)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("claim outbox rows: %w", err)
 	}
-	return nil
+	// RETURNING has no order; records go out in outbox order.
+	slices.SortFunc(got, func(a, b row) int { return cmp.Compare(a.id, b.id) })
+	b.ids = make([]int64, len(got))
+	b.recs = make([]*kgo.Record, len(got))
+	for i, rw := range got {
+		b.ids[i] = rw.id
+		b.recs[i] = &kgo.Record{Key: rw.key, Value: rw.msg}
+	}
+	return br.Close()
+}
+
+// end commits or rolls back the claim's transaction and releases the
+// connection (a connection left in a transaction is closed by the pool).
+func (b *batch) end(ctx context.Context, commit bool) error {
+	if b.conn == nil {
+		return nil
+	}
+	defer b.conn.Release()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if commit {
+		_, err := b.conn.Exec(ctx, "COMMIT")
+		return err
+	}
+	_, err := b.conn.Exec(ctx, "ROLLBACK")
+	return err
 }
 
 // publish hands the batch's records to the producer, in claim order.
@@ -415,17 +455,11 @@ func (r *Relay) finish(ctx context.Context, b *batch) error {
 		err = b.err
 		b.mu.Unlock()
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	if err != nil {
-		_ = b.tx.Rollback(dctx)
+		_ = b.end(ctx, false)
 		return fmt.Errorf("publish %d outbox rows: %w", b.n(), err)
 	}
-	if _, err = b.tx.Exec(dctx, `DELETE FROM outbox WHERE id = ANY($1)`, b.ids); err == nil {
-		err = b.tx.Commit(dctx)
-	}
-	if err != nil {
-		_ = b.tx.Rollback(dctx)
+	if err := b.end(ctx, true); err != nil {
 		return fmt.Errorf("remove published outbox rows: %w", err)
 	}
 	r.published.Add(float64(b.n()))

@@ -6,7 +6,9 @@
 //     latency at half of that peak and its peak memory;
 //   - processor: events per second through the processor, for versioned
 //     snapshots (Chargebee) and for hints that fetch the resource (Stripe,
-//     against the simulator).
+//     against the simulator);
+//   - relay: rows per second from a preloaded outbox to Kafka, with one and
+//     two relays, beside Postgres alone claiming and deleting the rows.
 //
 // It works in its own database (hookyard_bench by default) and truncates its
 // tables between phases; it never touches the development database. Numbers
@@ -14,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/db"
 )
 
@@ -38,7 +42,7 @@ const DBURLDefault = "postgres://postgres@127.0.0.1:5432/hookyard_bench?sslmode=
 
 // options are the command line.
 type options struct {
-	receiver, processor bool
+	receiver, processor, relay bool
 
 	dbURL       string
 	duration    time.Duration
@@ -59,6 +63,10 @@ type options struct {
 	analyze                  bool
 	receiverLog              bool
 	commitWorkers            int
+
+	relayRows, relayPayload   int
+	relayBatch, relayInFlight int
+	relayTimeout              time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -67,6 +75,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.BoolVar(&o.receiver, "receiver", false, "run section A: receiver vs the Postgres ceiling (default: all sections)")
 	fs.BoolVar(&o.processor, "processor", false, "run section B: processor throughput (default: all sections)")
+	fs.BoolVar(&o.relay, "relay", false, "run section C: outbox relay throughput vs the Postgres ceiling (default: all sections)")
+	fs.IntVar(&o.relayRows, "relay-rows", 200_000, "relay: outbox rows preloaded for each run")
+	fs.IntVar(&o.relayPayload, "relay-payload", 1024, "relay: bytes of random payload per row")
+	fs.IntVar(&o.relayBatch, "relay-batch", 0, "relay: rows per claim (0: the relay's default)")
+	fs.IntVar(&o.relayInFlight, "relay-inflight", 0, "relay: batches in flight per relay (0: the relay's default)")
+	fs.DurationVar(&o.relayTimeout, "relay-timeout", 2*time.Minute, "relay: give up on a run after this long")
 	fs.StringVar(&o.dbURL, "db", envOr("HOOKYARD_BENCH_DATABASE_URL", DBURLDefault), "bench database URL (created, migrated and truncated; never the dev database)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each timed receiver phase (pgbench c=1, pgbench c=C, receiver closed loop, receiver at half load)")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "pgbench clients and receiver load workers (C)")
@@ -95,9 +109,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	o.seed = *seed
-	if !o.receiver && !o.processor {
-		o.receiver, o.processor = true, true
+	if !o.receiver && !o.processor && !o.relay {
+		o.receiver, o.processor, o.relay = true, true, true
 	}
+	o.relayBatch = cmp.Or(o.relayBatch, outboxrelay.BatchSizeDefault)
+	o.relayInFlight = cmp.Or(o.relayInFlight, outboxrelay.InFlightDefault)
 	for _, s := range strings.Split(*polls, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -121,6 +137,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-hints must be at least -hint-resources, and -hint-resources at least 1")
 	case o.partitions < 1:
 		return o, errors.New("-partitions must be at least 1")
+	case o.relayRows < 1 || o.relayPayload < 4 || o.relayBatch < 1 || o.relayInFlight < 1:
+		return o, errors.New("-relay-rows, -relay-batch and -relay-inflight must be positive, -relay-payload at least 4")
 	case o.procConns < 1:
 		return o, errors.New("-proc-conns must be at least 1")
 	}
@@ -199,6 +217,11 @@ func (b *bench) run(ctx context.Context) error {
 	if b.opts.processor && ctx.Err() == nil {
 		if err := b.processorSection(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("processor section: %w", err))
+		}
+	}
+	if b.opts.relay && ctx.Err() == nil {
+		if err := b.relaySection(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("relay section: %w", err))
 		}
 	}
 	return errors.Join(errs...)
