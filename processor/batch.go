@@ -35,6 +35,12 @@ type Fetched struct {
 // errNoFetcher: the provider has no API client configured.
 var errNoFetcher = errors.New("no fetcher for provider")
 
+// ErrNotFound is what a Fetcher wraps when the provider says the resource
+// does not exist. It is recorded apart from other failures
+// (fetch_not_found), and retried and then dead like any of them: an
+// unexplained 404 never becomes a state.
+var ErrNotFound = errors.New("resource not found at provider")
+
 type inboxRow struct {
 	provider, account, env, eventID string
 	endpointID, eventType           string
@@ -43,6 +49,7 @@ type inboxRow struct {
 	payload                         []byte
 	status                          string
 	attempts                        int
+	receivedAt                      time.Time
 }
 
 func (r *inboxRow) key() inbox.Key {
@@ -57,7 +64,7 @@ func (r *inboxRow) key() inbox.Key {
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
        w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
-       w.status, w.attempts
+       w.status, w.attempts, w.received_at
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
 CROSS JOIN LATERAL (
     SELECT * FROM webhook_inbox i
@@ -87,7 +94,7 @@ func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Ke
 		var payload *string
 		var raw []byte
 		if err := rows.Scan(&r.provider, &r.account, &r.env, &r.eventID, &r.endpointID, &r.eventType,
-			&r.resourceType, &r.resourceID, &r.version, &payload, &raw, &r.status, &r.attempts); err != nil {
+			&r.resourceType, &r.resourceID, &r.version, &payload, &raw, &r.status, &r.attempts, &r.receivedAt); err != nil {
 			return nil, fmt.Errorf("load inbox rows: %w", err)
 		}
 		// A payload jsonb could not hold was kept as raw bytes; read those.
@@ -109,14 +116,21 @@ type step struct {
 	row  *inboxRow
 	plan plan
 	err  error // malformed: dead at once
-	// outcome is set while writing.
+	// res is set while writing.
+	res projection.Result
+	// Set by settle: the history outcome, whether the step failed, and what
+	// a reconciliation check found.
 	outcome string
+	failed  bool
+	finding string
 }
 
 type fetchResult struct {
 	f   Fetched
 	err error
 	at  time.Time
+	// previous is the Label of the projection the write replaced.
+	previous string
 }
 
 // handle processes one polled batch of one partition: plan, fetch with no
@@ -252,7 +266,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		fence.QueueCheck(b, w.tok)
 		written := make(map[string]bool)
 		for _, st := range steps {
-			st.outcome = ""
+			st.res = projection.Result{}
 			if st.err != nil {
 				continue
 			}
@@ -262,14 +276,14 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				ep := w.p.endpoints[st.row.endpointID]
 				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.state,
 					Status: s.status, Deleted: s.deleted, EventID: m.EventID, Generation: w.tok.Generation,
-					Incremental: ep != nil && ep.Incremental}, &st.outcome)
+					Incremental: ep != nil && ep.Incremental}, &st.res)
 			}
 			if st.plan.fetch {
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
 					projection.QueueFetched(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at)
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.previous)
 				}
 			}
 			if st.row != nil {
@@ -294,15 +308,62 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
+		if errors.Is(err, fence.ErrFenced) {
+			w.recordFenced(ctx, steps, err)
+		}
 		return fmt.Errorf("write batch of %d: %w", len(steps), err)
 	}
+	done := w.p.cfg.Now()
 	for _, mk := range marks {
 		w.p.metrics.events.WithLabelValues(mk.status).Inc()
 	}
 	for _, h := range hist {
 		w.p.metrics.outcomes.WithLabelValues(h.Outcome).Inc()
 	}
+	for _, st := range steps {
+		m := st.msg
+		if st.failed {
+			w.p.metrics.failures.WithLabelValues(m.Provider, eventTypeLabel(st)).Inc()
+		}
+		if st.row != nil && (st.outcome == projection.Applied || st.outcome == projection.Fetched) {
+			w.p.metrics.receiveToApply.WithLabelValues(m.Provider).Observe(max(done.Sub(st.row.receivedAt).Seconds(), 0))
+		}
+		if st.finding == projection.Diverged || st.finding == projection.Missing {
+			w.p.metrics.checkDivergences.WithLabelValues(m.Provider).Inc()
+		}
+	}
 	return nil
+}
+
+// eventTypeLabel is the event type a failure is counted under: the inbox
+// row's, or "check" for a reconciliation check.
+func eventTypeLabel(st *step) string {
+	switch {
+	case st.row != nil:
+		return st.row.eventType
+	case st.msg.Kind == message.KindCheck:
+		return message.KindCheck
+	}
+	return st.msg.EventType
+}
+
+// recordFenced notes in the history that this worker's transaction for
+// steps was refused because its partition was taken over. It is history,
+// not a projection write, so it needs no fence; it is best effort: the new
+// owner handles the events whatever becomes of this note.
+func (w *worker) recordFenced(ctx context.Context, steps []*step, cause error) {
+	hist := make([]projection.HistoryEntry, 0, len(steps))
+	for _, st := range steps {
+		hist = append(hist, projection.HistoryEntry{Resource: st.msg.Resource, EventID: st.msg.EventID,
+			Outcome: projection.Fenced, Generation: w.tok.Generation, Detail: cause.Error()})
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b := &pgx.Batch{}
+	projection.QueueHistory(b, hist)
+	if err := w.p.pool.SendBatch(ctx, b).Close(); err != nil {
+		w.p.log.Warn("record fenced writes in history", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
+	}
 }
 
 // settle decides each step's history entry and inbox mark.
@@ -314,9 +375,10 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	case st.err != nil:
 		failure = st.err
 	case st.plan.snapshot != nil:
-		v := st.plan.snapshot.version
-		entry.Outcome, entry.Version, entry.Status = st.outcome, &v, st.plan.snapshot.status
-		if st.outcome == projection.Gap {
+		s := st.plan.snapshot
+		v, prev := s.version, st.res.Previous
+		entry.Outcome, entry.Version, entry.Status, entry.Deleted, entry.Previous = st.res.Outcome, &v, s.status, s.deleted, &prev
+		if st.res.Outcome == projection.Gap {
 			// A delta past a missing version: parked, so it applies once the
 			// missing one landed, and dead (inspectable) if it never does.
 			failure = fmt.Errorf("version gap: %d does not follow the projection's version", v)
@@ -328,13 +390,25 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 			entry.Outcome, entry.Detail = projection.Recorded, "no API client for provider; hint not fetched"
 		case fr.err != nil:
 			failure = fr.err
-			entry.Outcome, entry.Detail = "fetch_failed", fr.err.Error()
+			entry.Outcome, entry.Detail = projection.FetchFailed, fr.err.Error()
+			if errors.Is(fr.err, ErrNotFound) {
+				entry.Outcome = projection.FetchNotFound
+			}
+			if m.Kind == message.KindCheck {
+				entry.Detail = "reconcile check: " + entry.Detail
+			}
 		default:
-			entry.Outcome, entry.Status = projection.Fetched, fr.f.Status
+			prev := fr.previous
+			entry.Outcome, entry.Status, entry.Deleted, entry.Previous = projection.Fetched, fr.f.Status, fr.f.Deleted, &prev
+			if m.Kind == message.KindCheck {
+				st.finding = projection.Finding(prev, fr.f.Status, fr.f.Deleted)
+				entry.Detail = checkDetail(st.finding, prev, projection.Label(fr.f.Status, fr.f.Deleted))
+			}
 		}
 	default:
 		entry.Outcome = projection.Recorded
 	}
+	st.outcome, st.failed = entry.Outcome, failure != nil
 	if entry.Outcome != "" && (entry.Outcome != projection.Recorded || m.Kind == message.KindCheck || len(st.plan.facts) > 0) {
 		hist = append(hist, entry)
 	}
@@ -359,6 +433,17 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 		}
 	}
 	return hist, append(marks, mk)
+}
+
+// checkDetail says in words what a reconciliation check found.
+func checkDetail(finding, previous, found string) string {
+	switch finding {
+	case projection.InSync:
+		return "reconcile check: in sync (" + found + ")"
+	case projection.Missing:
+		return "reconcile check: no projection; provider has " + found
+	}
+	return "reconcile check: diverged: projection had " + previous + ", provider has " + found
 }
 
 // backoff is exponential with full jitter in [d/2, d].

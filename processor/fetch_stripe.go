@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/hookyard/hookyard/pkg/message"
@@ -21,6 +22,9 @@ type StripeFetcher struct {
 // Fetch implements Fetcher.
 func (f StripeFetcher) Fetch(ctx context.Context, r message.Resource) (Fetched, error) {
 	body, err := f.Client.Get(ctx, "", r.Type, r.ID)
+	if errors.Is(err, stripeapi.ErrNotFound) {
+		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotFound, err)
+	}
 	if err != nil {
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w", r.Type, r.ID, err)
 	}

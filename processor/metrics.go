@@ -13,7 +13,16 @@ type metrics struct {
 	fetchSeconds    prometheus.Histogram
 	batchSeconds    prometheus.Histogram
 	retriesEnqueued prometheus.Counter
+	// failures is labelled by provider and event type only: a per-resource
+	// label would make one series per subscription.
+	failures         *prometheus.CounterVec
+	receiveToApply   *prometheus.HistogramVec
+	checkDivergences *prometheus.CounterVec
 }
+
+// receiveToApplyBuckets reach from a healthy pipeline's tens of milliseconds
+// to the hours a parked event may wait for a provider to recover.
+var receiveToApplyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 3 * 3600, 12 * 3600}
 
 func newMetrics(r prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -22,7 +31,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_events_total",
 			Help: "Inbox events by resulting status (processed, retrying, dead, already_handled, missing)."}, []string{"status"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_projection_outcomes_total",
-			Help: "Projection write outcomes (applied, stale, duplicate, conflict, gap, fetched, fetch_failed, recorded)."}, []string{"outcome"}),
+			Help: "Projection write outcomes (applied, stale, duplicate, conflict, gap, fetched, fetch_failed, fetch_not_found, recorded)."}, []string{"outcome"}),
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_processor_undecodable_records_total",
 			Help: "Records whose value is not a hookyard message."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_processor_fenced_writes_total",
@@ -37,8 +46,16 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Time to handle one polled batch of one partition.", Buckets: prometheus.DefBuckets}),
 		retriesEnqueued: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_processor_retries_enqueued_total",
 			Help: "Parked events re-enqueued when due."}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_failures_total",
+			Help: "Failed processing attempts (provider fetch errors and 404s, version gaps, malformed or rejected events), by provider and event type (\"check\" for reconciliation checks)."},
+			[]string{"provider", "type"}),
+		receiveToApply: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hookyard_processor_receive_to_apply_seconds",
+			Help:    "Time from an event's receipt (received_at) to the commit of the projection write it caused (applied or fetched), retries included.",
+			Buckets: receiveToApplyBuckets}, []string{"provider"}),
+		checkDivergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_check_divergences_total",
+			Help: "Reconciliation checks whose provider state differed from the projection, or found none."}, []string{"provider"}),
 	}
 	r.MustRegister(m.records, m.events, m.outcomes, m.undecodable, m.fenced, m.fenceTakes, m.fetches,
-		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued)
+		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences)
 	return m
 }

@@ -132,6 +132,11 @@ type Processor struct {
 
 	mu      sync.Mutex
 	workers map[int32]*worker
+	// cl and owned are what the consumer lag collector reads: the group
+	// client while Run runs, and the partitions assigned to it (with or
+	// without a running worker).
+	cl    *kgo.Client
+	owned map[int32]struct{}
 	// fatal ends Run: a condition no retry fixes (the partition count
 	// changed under a running processor).
 	fatalOnce sync.Once
@@ -150,9 +155,12 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
 	}
 	p := &Processor{pool: pool, log: log.With(slog.String("service", "processor"), slog.String("instance", cfg.InstanceID)),
 		cfg: cfg, metrics: newMetrics(cfg.Registerer), endpoints: map[string]*provider.Endpoint{},
-		workers: map[int32]*worker{}, ready: make(chan struct{})}
+		workers: map[int32]*worker{}, owned: map[int32]struct{}{}, ready: make(chan struct{})}
 	for i := range cfg.Endpoints {
 		p.endpoints[cfg.Endpoints[i].ID] = &cfg.Endpoints[i]
+	}
+	if err := cfg.Registerer.Register(lagCollector{p}); err != nil {
+		return nil, fmt.Errorf("processor: register consumer lag metric: %w", err)
 	}
 	return p, nil
 }
@@ -192,9 +200,15 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: kafka client: %w", err)
 	}
+	p.mu.Lock()
+	p.cl = cl
+	p.mu.Unlock()
 	defer func() {
 		cl.Close() // leaves the group; revoked runs and stops the workers
 		p.stopAll(p.allWorkers())
+		p.mu.Lock()
+		p.cl, p.owned = nil, map[int32]struct{}{}
+		p.mu.Unlock()
 	}()
 	go p.retryLoop(ctx)
 	pollCtx, stopPoll := context.WithCancel(ctx)
@@ -247,6 +261,9 @@ func (p *Processor) Run(ctx context.Context) error {
 // written without a fence anyway.
 func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	for _, part := range assigned[p.cfg.Topic] {
+		p.mu.Lock()
+		p.owned[part] = struct{}{}
+		p.mu.Unlock()
 		tok, err := p.takeFence(ctx, part)
 		if err != nil {
 			p.log.ErrorContext(ctx, "no fence; partition not started", slog.Int("partition", int(part)), slog.String("error", err.Error()))
@@ -317,6 +334,7 @@ func (p *Processor) take(parts []int32) []*worker {
 	defer p.mu.Unlock()
 	var out []*worker
 	for _, part := range parts {
+		delete(p.owned, part)
 		if w := p.workers[part]; w != nil {
 			out = append(out, w)
 			delete(p.workers, part)
@@ -514,6 +532,9 @@ func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) b
 		delay = min(delay*2, 10*time.Second)
 	}
 	w.p.metrics.events.WithLabelValues("dead").Inc()
+	if m, err := message.Decode(recs[0].Value); err == nil && m.Kind == message.KindEvent {
+		w.p.metrics.failures.WithLabelValues(m.Provider, m.EventType).Inc()
+	}
 	w.commit(ctx, recs)
 	return true
 }

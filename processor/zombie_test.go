@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 	"github.com/hookyard/hookyard/processor"
@@ -51,7 +52,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // Invariant 6: a worker that lost its partition while it waited on the
 // provider API cannot write after the new owner took over. Without the fence
 // check in the write transaction, the zombie's stale "active" overwrites the
-// new owner's "canceled".
+// new owner's "canceled". The refused write is recorded as "fenced".
 func TestZombieWorkerCannotOverwriteNewOwner(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true})
@@ -107,6 +108,19 @@ func TestZombieWorkerCannotOverwriteNewOwner(t *testing.T) {
 	require.Equal(t, before.UpdatedAt, after.UpdatedAt)
 	d, _ := p.Access("sub_zombie")
 	require.False(t, d.Access)
+
+	// The refused write is on the record, for `hookyard explain`.
+	hist, err := projection.History(ctx, p.Pool, res, 100)
+	require.NoError(t, err)
+	var fenced []projection.HistoryEntry
+	for _, h := range hist {
+		if h.Outcome == projection.Fenced {
+			fenced = append(fenced, h)
+		}
+	}
+	require.Len(t, fenced, 1, "%+v", hist)
+	require.Less(t, fenced[0].Generation, after.Generation)
+	require.Contains(t, fenced[0].Detail, "partition fenced")
 }
 
 // Two processors in one group, a third joining and the first leaving while

@@ -3,6 +3,11 @@
 // provider lists that have no projection (or one older than StaleAfter), and
 // projections parked with needs_reconcile. It never writes a projection
 // itself, so the fence and partition order still hold.
+//
+// It counts the divergences it finds itself (a listed resource with no
+// projection, a parked projection); what a check then finds when the
+// processor fetches the resource is recorded in projection_history and shown
+// by `hookyard explain`.
 package reconciler
 
 import (
@@ -63,10 +68,11 @@ type Config struct {
 
 // Reconciler enqueues checks.
 type Reconciler struct {
-	pool     *pgxpool.Pool
-	log      *slog.Logger
-	cfg      Config
-	enqueued *prometheus.CounterVec
+	pool        *pgxpool.Pool
+	log         *slog.Logger
+	cfg         Config
+	enqueued    *prometheus.CounterVec
+	divergences *prometheus.CounterVec
 }
 
 // New builds a reconciler.
@@ -80,8 +86,11 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 	}
 	r := &Reconciler{pool: pool, log: log.With(slog.String("service", "reconciler")), cfg: cfg,
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_checks_enqueued_total",
-			Help: "Messages enqueued, by reason (listed: missing or stale projection, parked, stuck)."}, []string{"reason"})}
-	cfg.Registerer.MustRegister(r.enqueued)
+			Help: "Messages enqueued, by reason (listed: missing or stale projection, parked, stuck)."}, []string{"reason"}),
+		divergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_divergences_total",
+			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; parked: a projection waits for a missing version). Each one is sent as a check."},
+			[]string{"provider", "kind"})}
+	cfg.Registerer.MustRegister(r.enqueued, r.divergences)
 	return r
 }
 
@@ -106,20 +115,31 @@ const checkColumns = `concat_ws('/', provider, source_account, environment, reso
         'environment', environment, 'resource_type', resource_type, 'resource_id', resource_id,
         'enqueued_at', now(), 'reason', 'reconcile')`
 
+// enqueueListedSQL checks each listed resource whose projection is missing
+// or older than the stale age, and says how many it checked and how many of
+// them had no projection at all.
 const enqueueListedSQL = `
-INSERT INTO outbox (message_key, message)
-SELECT ` + checkColumns + `
-FROM (SELECT $1::text AS provider, $2::text AS source_account, $3::text AS environment, $4::text AS resource_type, id AS resource_id
-      FROM unnest($5::text[]) AS id) l
-WHERE NOT EXISTS (
-    SELECT 1 FROM subscription_projection p
-    WHERE p.provider = l.provider AND p.source_account = l.source_account AND p.environment = l.environment
-      AND p.resource_type = l.resource_type AND p.resource_id = l.resource_id AND p.observed_at > now() - make_interval(secs => $6::float8))`
+WITH l AS (
+    SELECT $1::text AS provider, $2::text AS source_account, $3::text AS environment, $4::text AS resource_type,
+           id AS resource_id, p.observed_at IS NULL AS missing
+    FROM unnest($5::text[]) AS id
+    LEFT JOIN subscription_projection p
+      ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = id
+    WHERE p.observed_at IS NULL OR p.observed_at <= now() - make_interval(secs => $6::float8)
+), ins AS (
+    INSERT INTO outbox (message_key, message)
+    SELECT ` + checkColumns + ` FROM l
+)
+SELECT count(*), count(*) FILTER (WHERE missing) FROM l`
 
 const enqueueParkedSQL = `
-INSERT INTO outbox (message_key, message)
-SELECT ` + checkColumns + `
-FROM subscription_projection WHERE needs_reconcile`
+WITH ins AS (
+    INSERT INTO outbox (message_key, message)
+    SELECT ` + checkColumns + `
+    FROM subscription_projection WHERE needs_reconcile
+    RETURNING message->>'provider' AS provider
+)
+SELECT provider, count(*) FROM ins GROUP BY provider`
 
 // RunOnce runs one round and returns the checks it enqueued.
 func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
@@ -130,12 +150,11 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 	}
 	total += stuck
 	r.enqueued.WithLabelValues("stuck").Add(float64(stuck))
-	tag, err := r.pool.Exec(ctx, enqueueParkedSQL)
+	parked, err := r.enqueueParked(ctx)
 	if err != nil {
-		return total, fmt.Errorf("enqueue parked resources: %w", err)
+		return total, err
 	}
-	total += tag.RowsAffected()
-	r.enqueued.WithLabelValues("parked").Add(float64(tag.RowsAffected()))
+	total += parked
 	for _, s := range r.cfg.Sources {
 		after := ""
 		for {
@@ -144,13 +163,14 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 				return total, fmt.Errorf("list %s %s for %s: %w", s.Provider, s.ResourceType, s.SourceAccount, err)
 			}
 			if len(ids) > 0 {
-				tag, err := r.pool.Exec(ctx, enqueueListedSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType, ids,
-					r.cfg.StaleAfter.Seconds())
-				if err != nil {
+				var checked, missing int64
+				if err := r.pool.QueryRow(ctx, enqueueListedSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType, ids,
+					r.cfg.StaleAfter.Seconds()).Scan(&checked, &missing); err != nil {
 					return total, fmt.Errorf("enqueue checks: %w", err)
 				}
-				total += tag.RowsAffected()
-				r.enqueued.WithLabelValues("listed").Add(float64(tag.RowsAffected()))
+				total += checked
+				r.enqueued.WithLabelValues("listed").Add(float64(checked))
+				r.divergences.WithLabelValues(s.Provider, "missing").Add(float64(missing))
 				after = ids[len(ids)-1]
 			}
 			if !more || len(ids) == 0 {
@@ -161,5 +181,28 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 	if total > 0 {
 		r.log.InfoContext(ctx, "reconcile round", slog.Int64("checks", total))
 	}
+	return total, nil
+}
+
+func (r *Reconciler) enqueueParked(ctx context.Context) (int64, error) {
+	rows, err := r.pool.Query(ctx, enqueueParkedSQL)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue parked resources: %w", err)
+	}
+	var total int64
+	for rows.Next() {
+		var provider string
+		var n int64
+		if err := rows.Scan(&provider, &n); err != nil {
+			rows.Close()
+			return total, fmt.Errorf("enqueue parked resources: %w", err)
+		}
+		total += n
+		r.divergences.WithLabelValues(provider, "parked").Add(float64(n))
+	}
+	if err := rows.Err(); err != nil {
+		return total, fmt.Errorf("enqueue parked resources: %w", err)
+	}
+	r.enqueued.WithLabelValues("parked").Add(float64(total))
 	return total, nil
 }

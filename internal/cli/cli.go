@@ -21,8 +21,6 @@ import (
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/message"
-	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -41,10 +39,22 @@ Services (scale each separately):
 Operations:
   migrate                                  create the database if missing and apply migrations
   events [-status dead] [-limit N]         list events by status (dead, retrying, pending, ...)
-  explain PROVIDER ACCOUNT ENV TYPE ID     why a resource is in its state: projection, history, events
+  explain PROVIDER ACCOUNT ENV TYPE ID [-json] [-limit N]
+                                           why a resource is in its state: projection, access, and its
+                                           timeline of events, decisions, fetches and reconcile checks
   replay event PROVIDER ACCOUNT ENV EVENT_ID
   replay dead [-since 24h] [-limit N]      replay dead events through the outbox
   replay resource PROVIDER ACCOUNT ENV TYPE ID [-since 24h]
+  replay partition -partition N (-from-offset O | -since 2h|RFC3339) [-to-offset O] [-limit N]
+                                           re-enqueue one partition's records up to its high watermark
+                                           (-to-offset exclusive); the processors keep running
+  dead list [-provider P] [-account A] [-environment E] [-type T] [-resource-type T] [-resource ID]
+            [-since 24h|RFC3339] [-limit N]
+                                           dead events with attempts, next attempt, last error, resource
+  dead show PROVIDER ACCOUNT ENV EVENT_ID [-payload]
+                                           one event and its history entries
+  dead replay PROVIDER ACCOUNT ENV EVENT_ID    replay one dead event (refused if it is not dead)
+  dead replay [filters of dead list] [-limit N]
   purge -older-than 720h                   drop payloads of finished events, keep their identities
   fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
@@ -112,7 +122,7 @@ func envOr(k, def string) string {
 func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
-	case "migrate", "events", "explain", "replay", "purge", "fence":
+	case "migrate", "events", "explain", "replay", "purge", "fence", "dead":
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
@@ -177,29 +187,11 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		}
 		return printJSON(stdout, map[string]any{"events": rows})
 	case "explain":
-		if len(args) != 5 {
-			return usageErr("explain needs PROVIDER ACCOUNT ENV TYPE ID")
-		}
-		r := message.Resource{Provider: args[0], SourceAccount: args[1], Environment: args[2], Type: args[3], ID: args[4]}
-		out := map[string]any{"key": r.Key()}
-		p, err := projection.Get(ctx, pool, r)
-		switch {
-		case errors.Is(err, projection.ErrNotFound):
-			out["projection"] = nil
-		case err != nil:
-			return err
-		default:
-			out["projection"] = p
-		}
-		if out["history"], err = projection.History(ctx, pool, r, 50); err != nil {
-			return err
-		}
-		if out["events"], err = inbox.ListResource(ctx, pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, 50); err != nil {
-			return err
-		}
-		return printJSON(stdout, out)
+		return explainCmd(ctx, e, args, stdout)
 	case "replay":
 		return replay(ctx, e, args, stdout)
+	case "dead":
+		return deadCmd(ctx, e, args, stdout)
 	case "purge":
 		fs := flag.NewFlagSet("purge", flag.ContinueOnError)
 		older := fs.Duration("older-than", 0, "purge payloads of finished events older than this")
@@ -243,7 +235,10 @@ func sinceTime(d time.Duration) time.Time {
 
 func replay(ctx context.Context, e *env, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErr("replay needs event, dead or resource")
+		return usageErr("replay needs event, dead, resource or partition")
+	}
+	if args[0] == "partition" {
+		return replayPartition(ctx, e, args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	since := sinceFlag(fs)

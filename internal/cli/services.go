@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/opsapi"
+	"github.com/hookyard/hookyard/pkg/opsmetrics"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/stripesim"
@@ -114,12 +116,21 @@ func (e *env) reconciler(stripeBase string, interval time.Duration) *reconciler.
 				Environment: ep.Environment, ResourceType: "subscription", Lister: cl})
 		}
 	}
+	// The database-wide gauges (inbox backlog, open actions) are reported by
+	// the reconciler, a single service that does not depend on the
+	// processors being healthy: a backlog must show while they are down.
+	if err := e.reg.Register(opsmetrics.New(e.pool, e.log, opsmetrics.Config{})); err != nil {
+		if !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			e.log.Warn("register database gauges", slog.String("error", err.Error()))
+		}
+	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
 		Interval: max(interval, e.cfg.Reconcile.Interval), StaleAfter: e.cfg.Reconcile.StaleAfter, Registerer: e.reg})
 }
 
 func (e *env) opsAPI() *echo.Echo {
-	return opsapi.New(e.pool, e.log, opsapi.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg})
+	return opsapi.New(e.pool, e.log, opsapi.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic})
 }
 
 // serveMetrics serves /healthz, /readyz and /metrics for services without

@@ -61,17 +61,10 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, k Key) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-const replayDeadSQL = `
-SELECT provider, source_account, environment, event_id FROM webhook_inbox
-WHERE status = 'dead' AND received_at >= $2 LIMIT $3 FOR UPDATE SKIP LOCKED`
-
-// ReplayDead re-enqueues up to limit dead events received since since.
+// ReplayDead re-enqueues up to limit dead events received since since,
+// oldest first. It is ReplayDeadMatching with only Since and Limit.
 func ReplayDead(ctx context.Context, pool *pgxpool.Pool, since time.Time, limit int) (int64, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayDeadSQL), "replay", since, limit)
-	if err != nil {
-		return 0, fmt.Errorf("replay dead events: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return ReplayDeadMatching(ctx, pool, DeadFilter{Since: since, Limit: limit})
 }
 
 const replayResourceSQL = `

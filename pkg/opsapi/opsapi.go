@@ -36,6 +36,12 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Now is the clock of access decisions. Defaults to time.Now.
 	Now func() time.Time
+	// Brokers are the Kafka seed brokers partition replays read from.
+	// Defaults to none: POST /v1/replay/partition then answers 503.
+	Brokers []string
+	// Topic is the events topic partition replays read. Required with
+	// Brokers.
+	Topic string
 }
 
 // New returns the API's handler.
@@ -51,6 +57,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	health.Register(e, cfg.Gatherer, func(ctx context.Context) error { return pool.Ping(ctx) })
 	v1 := e.Group("/v1", a.auth)
 	v1.GET("/projections/:provider/:account/:environment/:type/:id", a.projection)
+	v1.GET("/explain/:provider/:account/:environment/:type/:id", a.explain)
 	v1.GET("/access/:provider/:account/:environment/:id", a.access)
 	v1.GET("/events/:provider/:account/:environment/:event_id", a.event)
 	v1.GET("/events", a.listEvents)
@@ -58,6 +65,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.POST("/replay/dead", a.replayDead)
 	v1.POST("/replay/resource/:provider/:account/:environment/:type/:id", a.replayResource)
 	v1.POST("/purge", a.purge)
+	v1.POST("/replay/partition", a.replayPartition)
+	v1.GET("/dead", a.listDead)
+	v1.POST("/dead/replay", a.replayDeadMatching)
+	v1.GET("/dead/:provider/:account/:environment/:event_id", a.showDead)
 	return e
 }
 
@@ -170,7 +181,12 @@ func (a *api) replayEvent(c echo.Context) error {
 }
 
 func since(c echo.Context) (time.Time, error) {
-	s := c.QueryParam("since")
+	return parseSince(c.QueryParam("since"))
+}
+
+// parseSince reads a duration back from now (24h) or an RFC 3339 time; ""
+// is the zero time (no bound).
+func parseSince(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}

@@ -30,7 +30,52 @@ const (
 	Gap       = "gap"       // incremental endpoint skipped a version: parked
 	Fetched   = "fetched"   // state fetched from the provider and written
 	Recorded  = "recorded"  // no projection change (fact, ignored type)
+	// FetchFailed: the provider fetch failed (error, timeout, 5xx, 429,
+	// breaker open); nothing was written and the event is retried.
+	FetchFailed = "fetch_failed"
+	// FetchNotFound: the provider answered "no such resource". Never a state:
+	// nothing was written and the event is retried, then dead.
+	FetchNotFound = "fetch_not_found"
+	// Fenced: the writer lost its partition; its transaction was refused and
+	// the partition's new owner handles the event.
+	Fenced = "fenced"
 )
+
+// Findings of a reconciliation check: what the provider's state was, compared
+// with the projection the check found.
+const (
+	InSync   = "in_sync"  // the provider has what the projection had
+	Diverged = "diverged" // the projection differed from the provider
+	Missing  = "missing"  // there was no projection at all
+)
+
+// Label names a projection's state in one word, as previous_status records
+// it: "deleted" for a tombstone, "unknown" for a projection without status,
+// else its status. "" stands for no projection.
+func Label(status string, deleted bool) string {
+	switch {
+	case deleted:
+		return "deleted"
+	case status == "":
+		return "unknown"
+	}
+	return status
+}
+
+// labelSQL is Label over the projection's columns.
+const labelSQL = `CASE WHEN deleted THEN 'deleted' ELSE coalesce(nullif(status, ''), 'unknown') END`
+
+// Finding compares the state a write found (previous, a Label or "" for
+// none) with the state the provider reported.
+func Finding(previous, status string, deleted bool) string {
+	switch {
+	case previous == "":
+		return Missing
+	case previous == Label(status, deleted):
+		return InSync
+	}
+	return Diverged
+}
 
 // ErrNotFound: no projection for that resource.
 var ErrNotFound = errors.New("projection not found")
@@ -52,7 +97,7 @@ type Write struct {
 
 const versionedSQL = `
 WITH old AS (
-    SELECT provider_version, state FROM subscription_projection
+    SELECT provider_version, state, status, deleted FROM subscription_projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ), up AS (
     INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
@@ -77,23 +122,32 @@ SELECT CASE
     WHEN EXISTS (SELECT 1 FROM gap) THEN 'gap'
     WHEN (SELECT provider_version FROM old) = $6 AND (SELECT state FROM old) = $7::jsonb THEN 'duplicate'
     WHEN (SELECT provider_version FROM old) = $6 THEN 'conflict'
-    ELSE 'stale' END`
+    ELSE 'stale' END,
+    coalesce((SELECT ` + labelSQL + ` FROM old), '')`
+
+// Result is what a write did and what it found.
+type Result struct {
+	// Outcome is Applied, Stale, Duplicate, Conflict or Gap.
+	Outcome string
+	// Previous is the Label of the projection the write found, "" for none.
+	Previous string
+}
 
 // ApplyVersioned writes w only if its version is greater than the
 // projection's, in one statement, and says what happened.
 func ApplyVersioned(ctx context.Context, tx pgx.Tx, w Write) (string, error) {
 	b := &pgx.Batch{}
-	var outcome string
-	QueueVersioned(b, w, &outcome)
+	var res Result
+	QueueVersioned(b, w, &res)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return "", err
 	}
-	return outcome, nil
+	return res.Outcome, nil
 }
 
-// QueueVersioned queues the versioned write on b; outcome is set when the
+// QueueVersioned queues the versioned write on b; res is set when the
 // batch's results are read.
-func QueueVersioned(b *pgx.Batch, w Write, outcome *string) {
+func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 	r := w.Resource
 	var v int64
 	if w.Version != nil {
@@ -104,48 +158,73 @@ func QueueVersioned(b *pgx.Batch, w Write, outcome *string) {
 		if w.Version == nil {
 			return fmt.Errorf("apply versioned projection %s: no version", r.Key())
 		}
-		if err := row.Scan(outcome); err != nil {
+		if err := row.Scan(&res.Outcome, &res.Previous); err != nil {
 			return fmt.Errorf("apply versioned projection %s: %w", r.Key(), err)
 		}
 		return nil
 	})
 }
 
+// fetchedSQL writes unconditionally and returns the Label of what it
+// replaced ("" for nothing). The old CTE reads the row as it was before the
+// statement; the insert runs whether or not the outer query reads it.
 const fetchedSQL = `
-INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
-    provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now())
-ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
-SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
-    source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
-    observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false`
+WITH old AS (
+    SELECT status, deleted FROM subscription_projection
+    WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+), up AS (
+    INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+        provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now())
+    ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
+    SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
+        source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
+        observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false
+)
+SELECT coalesce((SELECT ` + labelSQL + ` FROM old), '')`
 
 // QueueFetched queues a write of state fetched from the provider. Its order
 // is kept by the partition (one writer per resource, in sequence) and the
-// fence, so the write itself is unconditional.
-func QueueFetched(b *pgx.Batch, w Write, observedAt time.Time) {
+// fence, so the write itself is unconditional. previous is set to the Label
+// of the projection it replaced ("" for none) when the batch's results are
+// read.
+func QueueFetched(b *pgx.Batch, w Write, observedAt time.Time, previous *string) {
 	r := w.Resource
 	b.Queue(fetchedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, observedAt).Exec(func(pgconn.CommandTag) error { return nil })
+		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, observedAt).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(previous); err != nil {
+			return fmt.Errorf("write fetched projection %s: %w", r.Key(), err)
+		}
+		return nil
+	})
 }
 
 // HistoryEntry is one line of why a resource is in its state.
 type HistoryEntry struct {
-	Resource   message.Resource `json:"-"`
-	EventID    string           `json:"event_id,omitempty"`
-	Outcome    string           `json:"outcome"`
-	Version    *int64           `json:"provider_version,omitempty"`
-	Status     string           `json:"status,omitempty"`
-	Generation int64            `json:"fence_generation"`
-	Detail     string           `json:"detail,omitempty"`
-	RecordedAt time.Time        `json:"recorded_at"`
+	// ID orders entries recorded in one transaction (same RecordedAt).
+	ID       int64            `json:"id,omitempty"`
+	Resource message.Resource `json:"-"`
+	// EventID is empty for a reconciliation check.
+	EventID string `json:"event_id,omitempty"`
+	Outcome string `json:"outcome"`
+	Version *int64 `json:"provider_version,omitempty"`
+	// Status and Deleted are the state the entry is about (written, or
+	// refused as stale).
+	Status  string `json:"status,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+	// Previous is the Label of the projection the write found ("" for
+	// none); nil when no write was attempted.
+	Previous   *string   `json:"previous_status,omitempty"`
+	Generation int64     `json:"fence_generation"`
+	Detail     string    `json:"detail,omitempty"`
+	RecordedAt time.Time `json:"recorded_at"`
 }
 
 const historySQL = `
 INSERT INTO projection_history (provider, source_account, environment, resource_type, resource_id,
-    event_id, outcome, provider_version, status, fence_generation, detail)
+    event_id, outcome, provider_version, status, fence_generation, detail, previous_status, deleted)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                     $8::int8[], $9::text[], $10::int8[], $11::text[])`
+                     $8::int8[], $9::text[], $10::int8[], $11::text[], $12::text[], $13::bool[])`
 
 // QueueHistory queues one statement that appends entries.
 func QueueHistory(b *pgx.Batch, entries []HistoryEntry) {
@@ -159,6 +238,8 @@ func QueueHistory(b *pgx.Batch, entries []HistoryEntry) {
 	}
 	versions := make([]*int64, 0, n)
 	gens := make([]int64, 0, n)
+	prev := make([]*string, 0, n)
+	deleted := make([]bool, 0, n)
 	for _, e := range entries {
 		r := e.Resource
 		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, e.EventID, e.Outcome, e.Status, e.Detail} {
@@ -166,8 +247,11 @@ func QueueHistory(b *pgx.Batch, entries []HistoryEntry) {
 		}
 		versions = append(versions, e.Version)
 		gens = append(gens, e.Generation)
+		prev = append(prev, e.Previous)
+		deleted = append(deleted, e.Deleted)
 	}
-	b.Queue(historySQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], versions, cols[7], gens, cols[8]).Exec(
+	b.Queue(historySQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], versions, cols[7], gens, cols[8],
+		prev, deleted).Exec(
 		func(pgconn.CommandTag) error { return nil })
 }
 
@@ -215,7 +299,8 @@ WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_ty
 // History reads a resource's latest history entries, newest first.
 func History(ctx context.Context, pool *pgxpool.Pool, r message.Resource, limit int) ([]HistoryEntry, error) {
 	rows, err := pool.Query(ctx, `
-SELECT coalesce(event_id, ''), outcome, provider_version, coalesce(status, ''), coalesce(fence_generation, 0), coalesce(detail, ''), recorded_at
+SELECT id, coalesce(event_id, ''), outcome, provider_version, coalesce(status, ''), coalesce(deleted, false), previous_status,
+       coalesce(fence_generation, 0), coalesce(detail, ''), recorded_at
 FROM projection_history
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ORDER BY id DESC LIMIT $6`, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, limit)
@@ -224,7 +309,7 @@ ORDER BY id DESC LIMIT $6`, r.Provider, r.SourceAccount, r.Environment, r.Type, 
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (HistoryEntry, error) {
 		e := HistoryEntry{Resource: r}
-		err := row.Scan(&e.EventID, &e.Outcome, &e.Version, &e.Status, &e.Generation, &e.Detail, &e.RecordedAt)
+		err := row.Scan(&e.ID, &e.EventID, &e.Outcome, &e.Version, &e.Status, &e.Deleted, &e.Previous, &e.Generation, &e.Detail, &e.RecordedAt)
 		return e, err
 	})
 	if err != nil {

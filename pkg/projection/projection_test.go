@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -157,4 +158,72 @@ func TestConcurrentVersionedWritesKeepHighest(t *testing.T) {
 	require.Equal(t, int64(50), *p.Version)
 	require.Equal(t, "s50", p.Status)
 	require.JSONEq(t, `{"status":"s50","v":50}`, string(p.State))
+}
+
+// Every write says what it found, and the history keeps it, so a timeline
+// reads "active → canceled" and a check can tell a divergence from a
+// projection in sync. Fails if either write stops reading back the state it
+// replaced, if tombstones and "no projection" are not told apart, or if
+// the history drops the previous state.
+func TestWritesSayWhatTheyReplaced(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := context.Background()
+	r := res("sub_prev")
+	send := func(queue func(b *pgx.Batch)) {
+		t.Helper()
+		require.NoError(t, pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			queue(b)
+			return tx.SendBatch(ctx, b).Close()
+		}))
+	}
+	versioned := func(w projection.Write) projection.Result {
+		t.Helper()
+		var res projection.Result
+		send(func(b *pgx.Batch) { projection.QueueVersioned(b, w, &res) })
+		return res
+	}
+	fetched := func(status string, deleted bool) string {
+		t.Helper()
+		prev := "not read"
+		send(func(b *pgx.Batch) {
+			projection.QueueFetched(b, projection.Write{Resource: r, State: []byte(`{}`), Status: status, Deleted: deleted,
+				EventID: "ev_f", Generation: 1}, time.Now(), &prev)
+		})
+		return prev
+	}
+
+	require.Equal(t, projection.Result{Outcome: projection.Applied, Previous: ""}, versioned(snap(r, 1, "active")), "nothing before")
+	require.Equal(t, projection.Result{Outcome: projection.Stale, Previous: "active"}, versioned(snap(r, 0, "trialing")))
+	del := snap(r, 2, "cancelled")
+	del.Deleted = true
+	require.Equal(t, projection.Result{Outcome: projection.Applied, Previous: "active"}, versioned(del))
+	require.Equal(t, "deleted", fetched("", false), "a tombstone is not \"no projection\"")
+	require.Equal(t, "unknown", fetched("active", false), "a projection without status")
+	require.Equal(t, "active", fetched("active", false))
+	other := res("sub_prev_fetched_first")
+	r = other
+	require.Equal(t, "", fetched("active", false))
+
+	require.Equal(t, projection.Missing, projection.Finding("", "active", false))
+	require.Equal(t, projection.InSync, projection.Finding("active", "active", false))
+	require.Equal(t, projection.InSync, projection.Finding("deleted", "canceled", true))
+	require.Equal(t, projection.Diverged, projection.Finding("active", "canceled", true))
+
+	prev := "past_due"
+	send(func(b *pgx.Batch) {
+		projection.QueueHistory(b, []projection.HistoryEntry{
+			{Resource: r, EventID: "ev_h", Outcome: projection.Fetched, Status: "canceled", Deleted: true, Previous: &prev, Generation: 1},
+			{Resource: r, EventID: "ev_fail", Outcome: projection.FetchFailed, Detail: "boom", Generation: 1},
+		})
+	})
+	h, err := projection.History(ctx, s.Pool, r, 10)
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	require.Equal(t, "ev_fail", h[0].EventID)
+	require.Nil(t, h[0].Previous, "no write, nothing found")
+	require.Equal(t, "past_due", *h[1].Previous)
+	require.True(t, h[1].Deleted)
+	require.Greater(t, h[0].ID, h[1].ID)
 }

@@ -1,0 +1,179 @@
+package explain
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookyard/hookyard/pkg/projection"
+)
+
+const timeLayout = "2006-01-02 15:04:05.000"
+
+// WriteText writes the timeline as plain text: the projection and access
+// decision, then one line per entry, oldest first, times in UTC.
+func (t Timeline) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "resource\t%s\n", t.Key)
+	if p := t.Projection; p != nil {
+		parts := []string{projection.Label(p.Status, p.Deleted)}
+		if p.Version != nil {
+			parts = append(parts, "version "+strconv.FormatInt(*p.Version, 10))
+		}
+		if p.SourceEventID != "" {
+			parts = append(parts, "from event "+p.SourceEventID)
+		}
+		parts = append(parts, "observed "+ts(p.ObservedAt), "updated "+ts(p.UpdatedAt),
+			"fence generation "+strconv.FormatInt(p.Generation, 10))
+		if p.NeedsReconcile {
+			parts = append(parts, "NEEDS RECONCILE (parked on a version gap)")
+		}
+		fmt.Fprintf(tw, "projection\t%s\n", strings.Join(parts, " · "))
+	} else {
+		fmt.Fprintf(tw, "projection\tnone\n")
+	}
+	if d := t.Access; d != nil {
+		line := "no"
+		if d.Access {
+			line = "YES"
+		}
+		line += " — " + d.Reason
+		if d.Until != nil {
+			line += " until " + ts(*d.Until)
+		}
+		fmt.Fprintf(tw, "access\t%s\n", line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if len(t.Entries) == 0 {
+		_, err := fmt.Fprintln(w, "no events, decisions, fetches or checks recorded for this resource")
+		return err
+	}
+	if t.Truncated {
+		fmt.Fprintln(w, "(older entries not shown; raise -limit)")
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME (UTC)\tWHAT\tEVENT\tDETAIL")
+	for _, e := range t.Entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(e.At), e.what(), cmp.Or(e.EventID, "-"), e.detail())
+	}
+	return tw.Flush()
+}
+
+func ts(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// human rounds d to what a person compares: milliseconds under a second,
+// days past two.
+func human(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String()
+	}
+	return fmt.Sprintf("%dd%dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
+}
+
+func (e Entry) what() string {
+	switch e.Kind {
+	case KindReceived:
+		return "received"
+	case KindFetch:
+		return "fetch " + e.Result
+	case KindReconcile:
+		return "reconcile " + cmp.Or(e.Finding, cmp.Or(e.Result, e.Outcome))
+	}
+	return e.Outcome
+}
+
+func (e Entry) version() string {
+	if e.Version == nil {
+		return ""
+	}
+	return "v" + strconv.FormatInt(*e.Version, 10)
+}
+
+func (e Entry) previous() string {
+	if e.PreviousStatus == nil {
+		return "?"
+	}
+	return cmp.Or(*e.PreviousStatus, "(none)")
+}
+
+func (e Entry) detail() string {
+	var parts []string
+	add := func(s string) {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	add(e.EventType)
+	state := projection.Label(e.Status, e.Deleted)
+	switch {
+	case e.Kind == KindReceived:
+		add(e.version())
+		if e.ProviderTime != nil {
+			pt := "provider time " + ts(*e.ProviderTime)
+			if e.ReceivedAt != nil {
+				if d := e.ReceivedAt.Sub(*e.ProviderTime); d >= 0 {
+					pt += " (" + human(d) + " before arrival)"
+				} else {
+					pt += " (" + human(-d) + " after arrival: clocks differ)"
+				}
+			}
+			add(pt)
+		} else {
+			add("provider time unknown")
+		}
+		now := "now " + e.EventStatus
+		if e.EventOutcome != "" {
+			now += " (" + e.EventOutcome + ")"
+		}
+		if e.Attempts > 0 {
+			now += fmt.Sprintf(", %d attempt(s)", e.Attempts)
+		}
+		if e.NextAttemptAt != nil && e.EventStatus == "retrying" {
+			now += ", next " + ts(*e.NextAttemptAt)
+		}
+		if e.LastError != "" {
+			now += ", last error: " + e.LastError
+		}
+		add(now)
+	case e.Kind == KindDecision:
+		add(e.version())
+		switch e.Outcome {
+		case projection.Applied:
+			add(e.previous() + " → " + state)
+		case projection.Stale:
+			add(state + " is older than the projection (" + e.previous() + "); not applied")
+		case projection.Duplicate:
+			add("same version and content as the projection; nothing to do")
+		case projection.Conflict:
+			add("same version as the projection, other content; projection kept (" + e.previous() + ")")
+		case projection.Gap:
+			add("a version is missing before this one; parked until it arrives")
+		case projection.Fenced:
+			add("write refused, the partition was taken over; its new owner handles the event")
+			add(e.Detail)
+		default:
+			add(cmp.Or(e.Detail, "recorded; no projection change"))
+		}
+	case e.Result == FetchSuccess && e.Kind == KindReconcile:
+		add(cmp.Or(e.Detail, "provider has "+state+"; projection had "+e.previous()))
+	case e.Result == FetchSuccess:
+		add("provider has " + state + "; written: " + e.previous() + " → " + state)
+	default:
+		add(e.Detail)
+	}
+	return strings.Join(parts, " · ")
+}

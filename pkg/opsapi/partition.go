@@ -1,0 +1,52 @@
+package opsapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookyard/hookyard/pkg/partreplay"
+)
+
+// partitionRequest is the body of POST /v1/replay/partition.
+type partitionRequest struct {
+	Partition  *int32 `json:"partition"`
+	FromOffset *int64 `json:"from_offset"`
+	// Since is a duration back from now (2h) or an RFC 3339 time.
+	Since    string `json:"since"`
+	ToOffset *int64 `json:"to_offset"`
+	Limit    int    `json:"limit"`
+}
+
+func (a *api) replayPartition(c echo.Context) error {
+	var body partitionRequest
+	if err := decodeBody(c, &body); err != nil {
+		return fail(c, http.StatusBadRequest, "bad_body", "body must be JSON {partition, from_offset | since, to_offset, limit}: "+err.Error())
+	}
+	if body.Partition == nil {
+		return fail(c, http.StatusBadRequest, "bad_request", "partition is required")
+	}
+	t, err := parseSince(body.Since)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+	}
+	r, err := partreplay.New(a.pool, a.log, partreplay.Config{Brokers: a.cfg.Brokers, Topic: a.cfg.Topic})
+	if err != nil {
+		return fail(c, http.StatusServiceUnavailable, "kafka_not_configured", "this API was started without Kafka brokers and topic")
+	}
+	rep, err := r.Replay(c.Request().Context(), partreplay.Request{Partition: *body.Partition, FromOffset: body.FromOffset,
+		Since: t, ToOffset: body.ToOffset, Limit: body.Limit})
+	switch {
+	case errors.Is(err, partreplay.ErrInvalid):
+		return fail(c, http.StatusBadRequest, "bad_request", err.Error())
+	case errors.Is(err, partreplay.ErrUnknownTopic):
+		return fail(c, http.StatusServiceUnavailable, "unknown_topic", err.Error())
+	case err != nil:
+		a.log.Error("partition replay", slog.String("error", err.Error()), slog.Any("report", rep))
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{
+			"error": map[string]string{"code": "replay_failed", "message": err.Error()}, "report": rep})
+	}
+	return c.JSON(http.StatusAccepted, rep)
+}

@@ -1,0 +1,52 @@
+package reconciler_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/reconciler"
+)
+
+// A round counts what it found diverged from the provider: listed
+// subscriptions without a projection (missing) and projections parked on a
+// version gap (parked). A fresh projection is no divergence, nor is a stale
+// one it merely re-checks. Fails if the counter is removed or counts every
+// check.
+func TestReconcilerCountsDivergences(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
+	ctx := context.Background()
+	for _, id := range []string{"sub_fresh", "sub_old", "sub_new_1", "sub_new_2"} {
+		p.Sim.Put(stripesim.Subscription{ID: id, Customer: "cus", Status: "active"})
+	}
+	_, err := p.Pool.Exec(ctx, `
+INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+                                     fence_generation, observed_at, needs_reconcile)
+VALUES ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', 1, now(), false),
+       ('stripe', $1, 'test', 'subscription', 'sub_old', '{}', 'active', 1, now() - interval '2 days', false),
+       ('chargebee', 'site', 'test', 'subscription', 'sub_gap', '{}', 'active', 1, now(), true)`, pipelinetest.StripeAccount)
+	require.NoError(t, err)
+
+	reg := prometheus.NewRegistry()
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 3, Registerer: reg,
+		Sources: []reconciler.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
+			Environment: "test", ResourceType: "subscription", Lister: p.Stripe}}})
+	n, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n, "sub_old, sub_new_1, sub_new_2 and the parked sub_gap")
+
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; parked: a projection waits for a missing version). Each one is sent as a check.
+# TYPE hookyard_reconciler_divergences_total counter
+hookyard_reconciler_divergences_total{kind="missing",provider="stripe"} 2
+hookyard_reconciler_divergences_total{kind="parked",provider="chargebee"} 1
+`), "hookyard_reconciler_divergences_total"))
+}
