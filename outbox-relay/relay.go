@@ -38,7 +38,7 @@ const Channel = "hookyard_outbox"
 
 // Defaults of Config.
 const (
-	BatchSizeDefault      = 500
+	BatchSizeDefault      = 2000
 	InFlightDefault       = 4
 	PollIntervalDefault   = time.Second
 	ProduceTimeoutDefault = 30 * time.Second
@@ -326,7 +326,7 @@ func (b *batch) n() int { return len(b.ids) }
 const claimSQL = `
 WITH claimed AS (SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
 DELETE FROM outbox o USING claimed c WHERE o.id = c.id
-RETURNING o.id, o.message_key, o.message::text`
+RETURNING o.id, o.message_key, o.message`
 
 // claim opens a transaction and deletes the next rows no other relay holds,
 // in one round trip. On no rows or an error the transaction is already

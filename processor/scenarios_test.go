@@ -277,7 +277,7 @@ func TestRepeatedDeliveriesAndRedeliveredRecordApplyOnce(t *testing.T) {
 		EventType: "subscription_changed", EndpointID: scCB, EnqueuedAt: time.Now().UTC(), Reason: message.ReasonWebhook})
 	require.NoError(t, err)
 	records := scCounterTotal(t, reg, "hookyard_processor_records_total")
-	_, err = p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, $2::jsonb)`, r.Key(), string(msg))
+	_, err = p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, $2)`, r.Key(), string(msg))
 	require.NoError(t, err)
 	p.Eventually(func() bool {
 		return scCounterTotal(t, reg, "hookyard_processor_records_total") == records+1
@@ -653,7 +653,7 @@ INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endp
 VALUES ($1, $2, $3, 'ev_mal', $4, 'subscription_changed', 'subscription', $5, $6::jsonb)`,
 		r.Provider, r.SourceAccount, r.Environment, scCB, r.ID, payload)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, $2::jsonb)`, r.Key(), string(msg))
+	_, err = tx.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, $2)`, r.Key(), string(msg))
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 

@@ -227,7 +227,7 @@ type outboxRow struct {
 
 func outboxRows(t *testing.T, pool *pgxpool.Pool) []outboxRow {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT message_key, message FROM outbox ORDER BY id`)
+	rows, err := pool.Query(t.Context(), `SELECT message_key, message::jsonb FROM outbox ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []outboxRow
@@ -574,7 +574,7 @@ func TestEveryAcknowledgedEventIsAlreadyCommittedUnderConcurrency(t *testing.T) 
 				var inboxN, outboxN int
 				err = b.pool.QueryRow(t.Context(), `SELECT
 				    (SELECT count(*) FROM webhook_inbox WHERE provider = 'stripe' AND source_account = 'acct_owner' AND environment = 'test' AND event_id = $1),
-				    (SELECT count(*) FROM outbox WHERE message->>'event_id' = $1)`, id).Scan(&inboxN, &outboxN)
+				    (SELECT count(*) FROM outbox WHERE message::jsonb->>'event_id' = $1)`, id).Scan(&inboxN, &outboxN)
 				if err != nil || inboxN != 1 || outboxN != 1 {
 					fail("%s answered 200 but inbox=%d outbox=%d err=%v", id, inboxN, outboxN, err)
 				}
@@ -589,7 +589,7 @@ func TestEveryAcknowledgedEventIsAlreadyCommittedUnderConcurrency(t *testing.T) 
 	require.Empty(t, failed)
 	require.Equal(t, events, count(t, b.pool, `SELECT count(*) FROM webhook_inbox`))
 	require.Equal(t, events, count(t, b.pool, `SELECT count(*) FROM outbox`))
-	require.Equal(t, events, count(t, b.pool, `SELECT count(DISTINCT message->>'event_id') FROM outbox`))
+	require.Equal(t, events, count(t, b.pool, `SELECT count(DISTINCT message::jsonb->>'event_id') FROM outbox`))
 }
 
 // deadPool is a pool to an address where no database listens. pgxpool

@@ -137,7 +137,7 @@ WITH ins AS (
     INSERT INTO outbox (message_key, message)
     SELECT ` + checkColumns + `
     FROM subscription_projection WHERE needs_reconcile
-    RETURNING message->>'provider' AS provider
+    RETURNING message::jsonb->>'provider' AS provider
 )
 SELECT provider, count(*) FROM ins GROUP BY provider`
 

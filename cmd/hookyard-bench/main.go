@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,6 +68,7 @@ type options struct {
 	relayRows, relayPayload   int
 	relayBatch, relayInFlight int
 	relayTimeout              time.Duration
+	cpuProfile                string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -81,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.relayBatch, "relay-batch", 0, "relay: rows per claim (0: the relay's default)")
 	fs.IntVar(&o.relayInFlight, "relay-inflight", 0, "relay: batches in flight per relay (0: the relay's default)")
 	fs.DurationVar(&o.relayTimeout, "relay-timeout", 2*time.Minute, "relay: give up on a run after this long")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (relays, kfake, load generators) to this file")
 	fs.StringVar(&o.dbURL, "db", envOr("HOOKYARD_BENCH_DATABASE_URL", DBURLDefault), "bench database URL (created, migrated and truncated; never the dev database)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each timed receiver phase (pgbench c=1, pgbench c=C, receiver closed loop, receiver at half load)")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "pgbench clients and receiver load workers (C)")
@@ -167,6 +170,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "hookyard-bench:", err)
 		return 2
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "hookyard-bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "hookyard-bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	b := &bench{opts: o, out: stdout, progress: stderr, log: slog.New(slog.DiscardHandler)}
 	start := time.Now()

@@ -239,7 +239,7 @@ WITH input AS (
     RETURNING provider, source_account, environment, event_id, status
 ), out AS (
     INSERT INTO outbox (message_key, message)
-    SELECT i.message_key, i.message::jsonb
+    SELECT i.message_key, i.message
     FROM ins JOIN input i USING (provider, source_account, environment, event_id)
     WHERE ins.status = 'pending'
 )

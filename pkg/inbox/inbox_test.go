@@ -57,7 +57,7 @@ type outboxRow struct {
 
 func outbox(t *testing.T, pool *pgxpool.Pool) []outboxRow {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT message_key, message FROM outbox ORDER BY id`)
+	rows, err := pool.Query(t.Context(), `SELECT message_key, message::jsonb FROM outbox ORDER BY id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []outboxRow
@@ -311,7 +311,7 @@ func TestConcurrentEnqueueDueNeverEnqueuesARowTwice(t *testing.T) {
 		}
 		require.EqualValues(t, events, sum, "round %d", round)
 		require.Equal(t, events, count(t, pool, `SELECT count(*) FROM outbox`), "round %d", round)
-		require.Equal(t, events, count(t, pool, `SELECT count(DISTINCT message->>'event_id') FROM outbox`), "round %d", round)
+		require.Equal(t, events, count(t, pool, `SELECT count(DISTINCT message::jsonb->>'event_id') FROM outbox`), "round %d", round)
 		require.Equal(t, events, count(t, pool, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`), "round %d", round)
 	}
 }

@@ -35,7 +35,7 @@ WHERE w.status <> 'ignored'
 FOR UPDATE OF w SKIP LOCKED`
 
 const replayedReturning = `
-RETURNING message->>'provider', message->>'source_account', message->>'environment', message->>'event_id'`
+RETURNING message::jsonb->>'provider', message::jsonb->>'source_account', message::jsonb->>'environment', message::jsonb->>'event_id'`
 
 const statusManySQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.status

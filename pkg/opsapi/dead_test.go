@@ -222,7 +222,7 @@ func TestReplayDeadRouteReplaysOneOrAFilteredSetAndRefusesALiveEvent(t *testing.
 	require.NoError(t, err)
 	require.Equal(t, inbox.StatusDead, cb.Status)
 	var n int
-	require.NoError(t, s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox WHERE message->>'reason' = 'replay'`).Scan(&n))
+	require.NoError(t, s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox WHERE message::jsonb->>'reason' = 'replay'`).Scan(&n))
 	require.Equal(t, 2, n)
 }
 

@@ -77,7 +77,7 @@ func seed(t *testing.T, pool *pgxpool.Pool, ids ...string) {
 
 func outboxEvents(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT coalesce(message->>'event_id', message->>'kind' || ':' || (message->>'resource_id'))
+	rows, err := pool.Query(t.Context(), `SELECT coalesce(message::jsonb->>'event_id', message::jsonb->>'kind' || ':' || (message::jsonb->>'resource_id'))
 FROM outbox ORDER BY id`)
 	require.NoError(t, err)
 	var out []string
@@ -135,7 +135,7 @@ func TestReplayReadsOnlyItsRangeAndSaysWhatItSkipped(t *testing.T) {
 	}
 	var check message.Message
 	var raw []byte
-	require.NoError(t, pool.QueryRow(t.Context(), `SELECT message::text FROM outbox WHERE message->>'kind' = 'check'`).Scan(&raw))
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT message::text FROM outbox WHERE message::jsonb->>'kind' = 'check'`).Scan(&raw))
 	check, err = message.Decode(raw)
 	require.NoError(t, err)
 	require.Equal(t, res("sub_chk"), check.Resource)
