@@ -62,6 +62,9 @@ type Config struct {
 	// StuckAfter re-publishes events still pending after this long (their
 	// Kafka message was lost). Defaults to StuckAfterDefault.
 	StuckAfter time.Duration
+	// PayloadRetention: each round drops the payloads of finished events
+	// received longer ago than this (inbox.PurgePayloads). Zero keeps them.
+	PayloadRetention time.Duration
 	// Registerer receives the metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 }
@@ -73,6 +76,7 @@ type Reconciler struct {
 	cfg         Config
 	enqueued    *prometheus.CounterVec
 	divergences *prometheus.CounterVec
+	purged      prometheus.Counter
 }
 
 // New builds a reconciler.
@@ -89,8 +93,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 			Help: "Messages enqueued, by reason (listed: missing or stale projection, parked, stuck)."}, []string{"reason"}),
 		divergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_divergences_total",
 			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; parked: a projection waits for a missing version). Each one is sent as a check."},
-			[]string{"provider", "kind"})}
-	cfg.Registerer.MustRegister(r.enqueued, r.divergences)
+			[]string{"provider", "kind"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_inbox_payloads_purged_total",
+			Help: "Finished events whose payload the retention purge dropped (identity and decision stay)."})}
+	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged)
 	return r
 }
 
@@ -144,6 +150,13 @@ SELECT provider, count(*) FROM ins GROUP BY provider`
 // RunOnce runs one round and returns the checks it enqueued.
 func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 	var total int64
+	if r.cfg.PayloadRetention > 0 {
+		n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
+		r.purged.Add(float64(n))
+		if err != nil {
+			return total, err
+		}
+	}
 	stuck, err := inbox.RequeueStuck(ctx, r.pool, time.Now().Add(-r.cfg.StuckAfter), 1000)
 	if err != nil {
 		return total, err

@@ -73,3 +73,51 @@ VALUES ('stripe', $1, 'test', 'evt_lost', $2, 'customer.subscription.updated', '
 	require.True(t, ok)
 	require.Equal(t, "active", pr.Status)
 }
+
+// With a payload retention, each round drops the payloads of finished events
+// older than it; recent and pending events keep theirs. Fails if RunOnce
+// stops purging.
+func TestReconcilerPurgesPayloadsPastRetention(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
+	ctx := context.Background()
+	for _, ev := range []struct {
+		id, status string
+		age        string
+	}{{"evt_old_done", "processed", "40 days"}, {"evt_new_done", "processed", "1 day"}, {"evt_old_pending", "pending", "40 days"}} {
+		_, err := p.Pool.Exec(ctx, `
+INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
+VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', '{"created": 1700000000}', $4, now() - $5::interval)`,
+			pipelinetest.StripeAccount, ev.id, pipelinetest.StripeEndpoint, ev.status, ev.age)
+		require.NoError(t, err)
+	}
+	reg := prometheus.NewRegistry()
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PayloadRetention: 30 * 24 * time.Hour, StuckAfter: 365 * 24 * time.Hour, Registerer: reg})
+	_, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	kept := map[string]bool{}
+	rows, err := p.Pool.Query(ctx, `SELECT event_id, payload IS NOT NULL FROM webhook_inbox`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		var has bool
+		require.NoError(t, rows.Scan(&id, &has))
+		kept[id] = has
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]bool{"evt_old_done": false, "evt_new_done": true, "evt_old_pending": true}, kept)
+	require.Equal(t, 1.0, counterValue(t, reg, "hookyard_inbox_payloads_purged_total"))
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/health"
@@ -127,8 +129,11 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return usageErr("unknown command %q", cmd)
 	}
 	conns := int32(4)
-	if cmd == "receiver" || cmd == "dev" {
+	switch cmd {
+	case "receiver", "dev":
 		conns = 24
+	case "outbox-relay":
+		conns = int32(cmp.Or(cfg.Relay.InFlight, outboxrelay.InFlightDefault) + 2) // claims in flight, the listener, a scrape
 	}
 	pool, err := openDB(ctx, cfg, log, conns)
 	if err != nil {
@@ -194,9 +199,9 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return deadCmd(ctx, e, args, stdout)
 	case "purge":
 		fs := flag.NewFlagSet("purge", flag.ContinueOnError)
-		older := fs.Duration("older-than", 0, "purge payloads of finished events older than this")
+		older := fs.Duration("older-than", cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")
 		if err := fs.Parse(args); err != nil || *older <= 0 {
-			return usageErr("purge needs -older-than DURATION")
+			return usageErr("purge needs -older-than DURATION (or retention.payload_age in the config)")
 		}
 		n, err := inbox.PurgePayloads(ctx, pool, time.Now().Add(-*older), 1000)
 		if err != nil {

@@ -93,7 +93,9 @@ func (e *env) receiver() (*receiver.Receiver, error) {
 }
 
 func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
-	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Registerer: e.reg})
+	rc := e.cfg.Relay
+	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Registerer: e.reg,
+		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout})
 }
 
 func (e *env) stripeClient(base string) *stripeapi.Client {
@@ -125,7 +127,8 @@ func (e *env) reconciler(stripeBase string, interval time.Duration) *reconciler.
 		}
 	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
-		Interval: max(interval, e.cfg.Reconcile.Interval), StaleAfter: e.cfg.Reconcile.StaleAfter, Registerer: e.reg})
+		Interval: max(interval, e.cfg.Reconcile.Interval), StaleAfter: e.cfg.Reconcile.StaleAfter,
+		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: e.reg})
 }
 
 func (e *env) opsAPI() *echo.Echo {

@@ -37,6 +37,8 @@ type Config struct {
 	Processor Processor           `yaml:"processor"`
 	Receiver  Receiver            `yaml:"receiver"`
 	Reconcile Reconcile           `yaml:"reconciler"`
+	Relay     Relay               `yaml:"relay"`
+	Retention Retention           `yaml:"retention"`
 
 	// From the environment.
 	DatabaseURL   string `yaml:"-"`
@@ -77,6 +79,22 @@ type Receiver struct {
 	CommitWorkers int `yaml:"commit_workers"`
 	// MaxBatch caps the events coalesced into one statement.
 	MaxBatch int `yaml:"max_batch"`
+}
+
+// Relay options; zero values take the relay's defaults.
+type Relay struct {
+	BatchSize      int           `yaml:"batch_size"`
+	InFlight       int           `yaml:"in_flight"`
+	PollInterval   time.Duration `yaml:"poll_interval"`
+	ProduceTimeout time.Duration `yaml:"produce_timeout"`
+}
+
+// Retention options.
+type Retention struct {
+	// PayloadAge: finished events (processed, ignored) received longer ago
+	// lose their payload; identity, status and decision stay. The
+	// reconciler purges every round. Zero keeps payloads forever.
+	PayloadAge time.Duration `yaml:"payload_age"`
 }
 
 // Reconcile options.
@@ -173,6 +191,12 @@ func (c *Config) validate() error {
 				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] is empty (is its environment variable set?)", where, j))
 			}
 		}
+	}
+	if c.Relay.BatchSize < 0 || c.Relay.InFlight < 0 || c.Relay.PollInterval < 0 || c.Relay.ProduceTimeout < 0 {
+		errs = append(errs, errors.New("config: relay settings must not be negative"))
+	}
+	if c.Retention.PayloadAge < 0 {
+		errs = append(errs, errors.New("config: retention.payload_age must not be negative (0 keeps payloads forever)"))
 	}
 	return errors.Join(errs...)
 }

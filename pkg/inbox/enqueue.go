@@ -19,6 +19,8 @@ WITH picked AS (%s), upd AS (
     FROM picked p
     WHERE w.provider = p.provider AND w.source_account = p.source_account
       AND w.environment = p.environment AND w.event_id = p.event_id
+      -- a purged event has nothing left to apply; it stays as it is
+      AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
     RETURNING w.provider, w.source_account, w.environment, w.event_id, w.event_type, w.endpoint_id,
               CASE WHEN w.resource_id = '' THEN 'event' ELSE w.resource_type END AS rt,
               CASE WHEN w.resource_id = '' THEN w.event_id ELSE w.resource_id END AS rid

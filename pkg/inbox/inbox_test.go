@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/dbtest"
@@ -368,6 +370,7 @@ func TestPurgePayloadsDropsOnlyFinishedPayloadsAndKeepsIdentities(t *testing.T) 
 	insert(t, pool, recs...)
 	exec(t, pool, `UPDATE webhook_inbox SET status = split_part(event_id, '_', 1)`)
 	exec(t, pool, `UPDATE webhook_inbox SET received_at = $1 WHERE event_id LIKE '%old%'`, now.Add(-48*time.Hour))
+	exec(t, pool, `UPDATE webhook_inbox SET outcome = 'applied', payload = payload || '{"created": 1700000000}' WHERE status = 'processed'`)
 
 	// chunk 1 makes it loop.
 	n, err := inbox.PurgePayloads(t.Context(), pool, now.Add(-24*time.Hour), 1)
@@ -387,6 +390,27 @@ func TestPurgePayloadsDropsOnlyFinishedPayloadsAndKeepsIdentities(t *testing.T) 
 	// A late repeat of a purged event is still recognised.
 	require.Equal(t, []inbox.Result{inbox.Duplicate}, insert(t, pool, record("processed_old", "sub_1")))
 
+	// Status and decision stay; the provider's time moved to occurred_at.
+	var st string
+	var outcome *string
+	var occurred *time.Time
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT status, outcome, occurred_at FROM webhook_inbox WHERE event_id = 'processed_old_2'`).
+		Scan(&st, &outcome, &occurred))
+	require.Equal(t, inbox.StatusProcessed, st)
+	require.NotNil(t, outcome)
+	require.Equal(t, "applied", *outcome)
+	require.NotNil(t, occurred, "provider time kept")
+	require.Equal(t, int64(1700000000), occurred.Unix())
+
+	// A purged event has nothing left to apply: a replay leaves it alone and says why.
+	n, err = inbox.Replay(t.Context(), pool, key("processed_old"))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	replayed, skipped, err := inbox.ReplayEvents(t.Context(), pool, []inbox.Key{key("processed_old"), key("processed_new")})
+	require.NoError(t, err)
+	require.Equal(t, 1, replayed)
+	require.Equal(t, map[inbox.Key]string{key("processed_old"): inbox.SkipPurged}, skipped)
+
 	n, err = inbox.PurgePayloads(t.Context(), pool, now.Add(-24*time.Hour), 1000)
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -401,4 +425,57 @@ func TestPurgePayloadsRefusesNonPositiveChunk(t *testing.T) {
 	_, err := inbox.PurgePayloads(ctx, pool, time.Now(), 0)
 	require.ErrorContains(t, err, "chunk")
 	require.NoError(t, ctx.Err(), "returned at once, not when the context ended")
+}
+
+// Purge runs while operators replay the same old events. Whatever the
+// interleaving, no pending event is left without its payload and every
+// pending event has its outbox row: purge skips what is pending (or being
+// replayed), and a replay skips what was purged. Fails without either check.
+func TestPurgeNeverTouchesPendingWorkUnderConcurrentReplays(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.NewWithConns(t, 12).Pool
+	const n = 400
+	var recs []*inbox.Record
+	for i := range n {
+		recs = append(recs, record(fmt.Sprintf("evt_%03d", i), "sub_1"))
+	}
+	insert(t, pool, recs...)
+	exec(t, pool, `DELETE FROM outbox`)
+	exec(t, pool, `UPDATE webhook_inbox SET status = 'processed', processed_at = now(), received_at = now() - interval '48 hours'`)
+
+	var wg sync.WaitGroup
+	var replays atomic.Int64
+	started := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 4 {
+				_, err := inbox.Replay(t.Context(), pool, key(fmt.Sprintf("evt_%03d", i)))
+				assert.NoError(t, err)
+				if replays.Add(1) == 40 {
+					close(started) // let purges begin while replays go on
+				}
+			}
+		}()
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-started
+			for range 5 {
+				_, err := inbox.PurgePayloads(t.Context(), pool, time.Now().Add(-24*time.Hour), 7)
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending' AND payload IS NULL AND raw_body IS NULL`),
+		"pending events without a payload")
+	pending := count(t, pool, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`)
+	require.Equal(t, pending, count(t, pool, `SELECT count(*) FROM outbox`), "one outbox row per pending event")
+	require.Positive(t, pending, "some replays went through")
+	require.Positive(t, count(t, pool, `SELECT count(*) FROM webhook_inbox WHERE payload IS NULL`), "some purges went through")
 }

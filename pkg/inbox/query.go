@@ -103,7 +103,9 @@ ORDER BY received_at DESC LIMIT $6`, provider, account, env, rtype, rid, limit)
 
 // PurgePayloads drops the payload and raw bytes of finished events (processed
 // or ignored) received before cutoff, in chunks, keeping their identity rows
-// so late repeats are still recognised. Dead and parked events keep theirs.
+// so late repeats are still recognised, and their status and decision. The
+// provider's event time moves from the payload to occurred_at. Pending,
+// retrying, dead and parked events keep their payloads.
 func PurgePayloads(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, chunk int) (int64, error) {
 	if chunk <= 0 {
 		// LIMIT 0 purges nothing, so the loop below would never end.
@@ -112,7 +114,11 @@ func PurgePayloads(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, ch
 	var total int64
 	for {
 		tag, err := pool.Exec(ctx, `
-UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL
+UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL,
+    -- keep the provider's time, which explain shows, before the payload goes
+    occurred_at = coalesce(w.occurred_at, CASE
+        WHEN jsonb_typeof(w.payload->'created') = 'number' THEN to_timestamp((w.payload->>'created')::float8)
+        WHEN jsonb_typeof(w.payload->'occurred_at') = 'number' THEN to_timestamp((w.payload->>'occurred_at')::float8) END)
 FROM (SELECT provider, source_account, environment, event_id FROM webhook_inbox
       WHERE status IN ('processed', 'ignored') AND received_at < $1 AND (payload IS NOT NULL OR raw_body IS NOT NULL)
       LIMIT $2 FOR UPDATE SKIP LOCKED) p

@@ -21,6 +21,9 @@ const (
 	// SkipBusy: another transaction held the row (a processor marking it, a
 	// concurrent replay); the caller may try again.
 	SkipBusy = "busy"
+	// SkipPurged: the retention purge dropped the event's payload, so there
+	// is nothing left to apply.
+	SkipPurged = "purged"
 )
 
 // replayManySQL picks the listed events; rows another transaction holds are
@@ -38,14 +41,15 @@ const replayedReturning = `
 RETURNING message::jsonb->>'provider', message::jsonb->>'source_account', message::jsonb->>'environment', message::jsonb->>'event_id'`
 
 const statusManySQL = `
-SELECT w.provider, w.source_account, w.environment, w.event_id, w.status
+SELECT w.provider, w.source_account, w.environment, w.event_id, w.status,
+       w.payload IS NULL AND w.raw_body IS NULL
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
 JOIN webhook_inbox w ON w.provider = k.provider AND w.source_account = k.source_account
   AND w.environment = k.environment AND w.event_id = k.event_id`
 
 // ReplayEvents re-enqueues each listed event whatever its status (as Replay
 // does, in one statement) and returns how many it replayed and, for every
-// other key, why not (SkipNotInInbox, SkipIgnored, SkipBusy).
+// other key, why not (SkipNotInInbox, SkipIgnored, SkipPurged, SkipBusy).
 func ReplayEvents(ctx context.Context, pool *pgxpool.Pool, keys []Key) (int, map[Key]string, error) {
 	skipped := map[Key]string{}
 	if len(keys) == 0 {
@@ -86,15 +90,20 @@ func ReplayEvents(ctx context.Context, pool *pgxpool.Pool, keys []Key) (int, map
 	for rows.Next() {
 		var k Key
 		var status string
-		if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID, &status); err != nil {
+		var purged bool
+		if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID, &status, &purged); err != nil {
 			return 0, nil, fmt.Errorf("read status of skipped replays: %w", err)
 		}
 		if _, ok := skipped[k]; !ok {
 			continue
 		}
-		skipped[k] = SkipBusy
-		if status == StatusIgnored {
+		switch {
+		case status == StatusIgnored:
 			skipped[k] = SkipIgnored
+		case purged:
+			skipped[k] = SkipPurged
+		default:
+			skipped[k] = SkipBusy
 		}
 	}
 	if err := rows.Err(); err != nil {
