@@ -313,9 +313,12 @@ type batch struct {
 	conn    *pgxpool.Conn
 	ids     []int64
 	recs    []*kgo.Record
+	created []time.Time
 	pending sync.WaitGroup
-	mu      sync.Mutex
-	err     error
+
+	mu     sync.Mutex
+	err    error  // the first failure
+	failed []bool // by position
 }
 
 func (b *batch) n() int { return len(b.ids) }
@@ -326,7 +329,7 @@ func (b *batch) n() int { return len(b.ids) }
 const claimSQL = `
 WITH claimed AS (SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
 DELETE FROM outbox o USING claimed c WHERE o.id = c.id
-RETURNING o.id, o.message_key, o.message`
+RETURNING o.id, o.message_key, o.message, o.created_at`
 
 // claim opens a transaction and deletes the next rows no other relay holds,
 // in one round trip. On no rows or an error the transaction is already
@@ -365,11 +368,12 @@ func (r *Relay) scan(ctx context.Context, b *batch) error {
 	type row struct {
 		id       int64
 		key, msg []byte
+		created  time.Time
 	}
 	got := make([]row, 0, r.cfg.BatchSize)
 	for rows.Next() {
 		var rw row
-		if err := rows.Scan(&rw.id, &rw.key, &rw.msg); err != nil {
+		if err := rows.Scan(&rw.id, &rw.key, &rw.msg, &rw.created); err != nil {
 			return fmt.Errorf("read outbox row: %w", err)
 		}
 		got = append(got, rw)
@@ -381,9 +385,12 @@ func (r *Relay) scan(ctx context.Context, b *batch) error {
 	slices.SortFunc(got, func(a, b row) int { return cmp.Compare(a.id, b.id) })
 	b.ids = make([]int64, len(got))
 	b.recs = make([]*kgo.Record, len(got))
+	b.created = make([]time.Time, len(got))
+	b.failed = make([]bool, len(got))
 	for i, rw := range got {
 		b.ids[i] = rw.id
 		b.recs[i] = &kgo.Record{Key: rw.key, Value: rw.msg}
+		b.created[i] = rw.created
 	}
 	return br.Close()
 }
@@ -394,28 +401,31 @@ func (b *batch) end(ctx context.Context, commit bool) error {
 	if b.conn == nil {
 		return nil
 	}
-	defer b.conn.Release()
+	conn := b.conn
+	b.conn = nil // ended once, whatever happens below
+	defer conn.Release()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if commit {
-		_, err := b.conn.Exec(ctx, "COMMIT")
+		_, err := conn.Exec(ctx, "COMMIT")
 		return err
 	}
-	_, err := b.conn.Exec(ctx, "ROLLBACK")
+	_, err := conn.Exec(ctx, "ROLLBACK")
 	return err
 }
 
 // publish hands the batch's records to the producer, in claim order.
 func (b *batch) publish(ctx context.Context, pub Publisher) {
 	b.pending.Add(len(b.recs))
-	for _, rec := range b.recs {
-		pub.Publish(ctx, rec, b.done)
+	for i, rec := range b.recs {
+		pub.Publish(ctx, rec, func(_ *kgo.Record, err error) { b.done(i, err) })
 	}
 }
 
-func (b *batch) done(_ *kgo.Record, err error) {
+func (b *batch) done(i int, err error) {
 	if err != nil {
 		b.mu.Lock()
+		b.failed[i] = true
 		if b.err == nil {
 			b.err = err
 		}
@@ -450,20 +460,57 @@ func (r *Relay) finish(ctx context.Context, b *batch) error {
 			err = errors.New("relay stopped before the broker acknowledged")
 		}
 	}
-	if err == nil {
-		b.mu.Lock()
-		err = b.err
-		b.mu.Unlock()
-	}
-	if err != nil {
+	if err != nil { // some records may still be produced: keep every row
 		_ = b.end(ctx, false)
 		return fmt.Errorf("publish %d outbox rows: %w", b.n(), err)
 	}
-	if err := b.end(ctx, true); err != nil {
-		return fmt.Errorf("remove published outbox rows: %w", err)
+	b.mu.Lock()
+	err = b.err
+	b.mu.Unlock()
+	if err == nil {
+		if err := b.end(ctx, true); err != nil {
+			return fmt.Errorf("remove published outbox rows: %w", err)
+		}
+		r.published.Add(float64(b.n()))
+		return nil
 	}
-	r.published.Add(float64(b.n()))
-	return nil
+	// Some records failed (a partition timed out, say) while others were
+	// acknowledged: put back only the failed rows, under their own ids, so
+	// the acknowledged ones are not published twice.
+	ok, restoreErr := b.restoreFailed(ctx)
+	if restoreErr != nil {
+		_ = b.end(ctx, false)
+		return fmt.Errorf("publish %d outbox rows: %w (and keeping the acknowledged ones failed: %v)", b.n(), err, restoreErr)
+	}
+	r.published.Add(float64(ok))
+	return fmt.Errorf("publish %d of %d outbox rows: %w", b.n()-ok, b.n(), err)
+}
+
+// restoreFailed re-inserts the rows whose records failed and commits the
+// deletion of the others. It returns how many were acknowledged.
+func (b *batch) restoreFailed(ctx context.Context) (int, error) {
+	var ids []int64
+	var keys, msgs []string
+	var created []time.Time
+	for i, f := range b.failed {
+		if f {
+			ids = append(ids, b.ids[i])
+			keys = append(keys, string(b.recs[i].Key))
+			msgs = append(msgs, string(b.recs[i].Value))
+			created = append(created, b.created[i])
+		}
+	}
+	if len(ids) == b.n() {
+		return 0, b.end(ctx, false)
+	}
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := b.conn.Exec(ictx, `
+INSERT INTO outbox (id, message_key, message, created_at)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[])`, ids, keys, msgs, created); err != nil {
+		return 0, err
+	}
+	return b.n() - len(ids), b.end(ctx, true)
 }
 
 // kafkaPublisher produces through a franz-go client. The client keeps the

@@ -346,3 +346,52 @@ func TestUnreachableBrokerCountsFailuresAndKeepsRows(t *testing.T) {
 	require.Equal(t, n, count(t, s))
 	require.Zero(t, metric(t, reg, "hookyard_outbox_published_total"))
 }
+
+// flakyPublisher fails, once each, the records whose key it names, and
+// acknowledges everything else at once.
+type flakyPublisher struct {
+	mu    sync.Mutex
+	fail  map[string]bool
+	acked map[string]int
+}
+
+func (p *flakyPublisher) Publish(_ context.Context, r *kgo.Record, done func(*kgo.Record, error)) {
+	p.mu.Lock()
+	k := string(r.Key)
+	failNow := p.fail[k]
+	delete(p.fail, k)
+	if !failNow {
+		p.acked[string(r.Value)]++
+	}
+	p.mu.Unlock()
+	if failNow {
+		done(r, errors.New("partition timed out"))
+		return
+	}
+	done(r, nil)
+}
+
+// When some records of a batch fail and others are acknowledged, only the
+// failed rows go back to the outbox (and out again on the next claim); the
+// acknowledged ones are not published twice. Fails if a partial failure
+// rolls the whole batch back.
+func TestPartlyFailedBatchKeepsOnlyTheFailedRows(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	const n = 200
+	fill(t, s, n)
+	pub := &flakyPublisher{acked: map[string]int{}, fail: map[string]bool{
+		"stripe/acct/test/subscription/sub_3": true, "stripe/acct/test/subscription/sub_11": true}}
+	reg := prometheus.NewRegistry()
+	// One batch takes every row.
+	start(t, s, nil, outboxrelay.Config{Publisher: pub, BatchSize: n, InFlight: 1, NoListen: true, PollInterval: 20 * time.Millisecond, Registerer: reg})
+	waitEmpty(t, s, 10*time.Second)
+	require.Eventually(t, func() bool { return metric(t, reg, "hookyard_outbox_published_total") == n }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, 1.0, metric(t, reg, "hookyard_outbox_publish_failures_total"))
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	require.Len(t, pub.acked, n)
+	for v, c := range pub.acked {
+		require.Equal(t, 1, c, "%s acknowledged %d times", v, c)
+	}
+}
