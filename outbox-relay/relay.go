@@ -287,15 +287,22 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 	// A LISTENing connection must not go back to the pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return err
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return err
 	}
 	r.signal() // rows may have arrived before LISTEN took effect
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		r.signal()
+		if n.Payload == schema { // the payload is the schema of the outbox written to
+			r.signal()
+		}
 	}
 }
 
