@@ -163,9 +163,10 @@ type event struct {
 }
 
 // eventsSQL reads the resource's latest events through
-// webhook_inbox_resource. The provider's time comes from occurred_at when
-// intake filled it, else from the payload while it is kept: Stripe
-// "created", Chargebee "occurred_at", Standard Webhooks "timestamp".
+// webhook_inbox_resource. The provider's time comes from occurred_at
+// (filled at intake), else, for older rows, from the payload while it is
+// kept: Stripe "created", Chargebee "occurred_at", Standard Webhooks
+// "timestamp".
 const eventsSQL = `
 SELECT event_id, event_type, status, outcome, last_error, resource_version, attempts, next_attempt_at,
        received_at, occurred_at, payload->'created', payload->'occurred_at', payload->'timestamp'

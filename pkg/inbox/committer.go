@@ -222,18 +222,18 @@ func rejected(err error) bool {
 const insertSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[])
+                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[])
         AS u(provider, source_account, environment, event_id, endpoint_id, event_type,
-             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error)
+             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error, occurred_at)
 ), ins AS (
     INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
-                               resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error)
+                               resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error, occurred_at)
     SELECT provider, source_account, environment, event_id, endpoint_id, event_type,
            resource_type, resource_id, resource_version, payload::jsonb, raw_body, status,
            CASE WHEN status IN ('ignored', 'dead') THEN now() END,
            CASE WHEN status = 'ignored' THEN 'event type not allowed by endpoint'
                 WHEN status = 'dead' THEN 'malformed' END,
-           last_error
+           last_error, occurred_at
     FROM input
     ON CONFLICT DO NOTHING
     RETURNING provider, source_account, environment, event_id, status
@@ -257,6 +257,7 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		versions                                      = make([]*int64, 0, n)
 		payloads                                      = make([]*string, 0, n)
 		raws                                          = make([][]byte, 0, n)
+		occurred                                      = make([]*time.Time, 0, n)
 	)
 	first := make(map[Key]int, n)
 	for i, r := range recs {
@@ -277,8 +278,13 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		status, mkey, msgs = append(status, pr.status), append(mkey, pr.key), append(msgs, pr.msg)
 		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, pr.payload), append(raws, pr.raw)
 		lastErr = append(lastErr, pr.lastErr)
+		if t := r.Event.OccurredAt; t.IsZero() {
+			occurred = append(occurred, nil)
+		} else {
+			occurred = append(occurred, &t)
+		}
 	}
-	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr)
+	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr, occurred)
 	if err != nil {
 		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
 	}

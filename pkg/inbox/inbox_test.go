@@ -479,3 +479,20 @@ func TestPurgeNeverTouchesPendingWorkUnderConcurrentReplays(t *testing.T) {
 	require.Positive(t, pending, "some replays went through")
 	require.Positive(t, count(t, pool, `SELECT count(*) FROM webhook_inbox WHERE payload IS NULL`), "some purges went through")
 }
+
+// The provider's event time is stored with the event, so it outlives the
+// payload; an event without one stores NULL.
+func TestInsertStoresTheProvidersEventTime(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t).Pool
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	with := record("evt_timed", "sub_1")
+	with.Event.OccurredAt = at
+	insert(t, pool, with, record("evt_untimed", "sub_1"))
+	var got *time.Time
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT occurred_at FROM webhook_inbox WHERE event_id = 'evt_timed'`).Scan(&got))
+	require.NotNil(t, got)
+	require.True(t, at.Equal(*got), "stored %v", *got)
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT occurred_at FROM webhook_inbox WHERE event_id = 'evt_untimed'`).Scan(&got))
+	require.Nil(t, got)
+}

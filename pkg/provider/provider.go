@@ -122,6 +122,10 @@ type Event struct {
 	Version *int64
 	// Payload is the body as JSON.
 	Payload []byte
+	// OccurredAt is when the provider says the event happened (Stripe
+	// "created", Chargebee "occurred_at", Standard Webhooks "timestamp");
+	// zero when the payload does not say.
+	OccurredAt time.Time
 }
 
 // Verifier verifies one delivery for an endpoint and reads its event.

@@ -1,8 +1,9 @@
 -- +goose Up
 -- The provider's own time of an event (Stripe "created", Chargebee
 -- "occurred_at", Standard Webhooks "timestamp"), shown by `hookyard explain`
--- beside received_at. NULL where intake does not fill it; explain then reads
--- it from the payload while the payload is kept.
+-- beside received_at. Intake fills it from the payload; for rows stored
+-- before that (or GitHub's, which carry no time) explain reads the payload
+-- while it is kept, and purge moves the time here before dropping it.
 ALTER TABLE webhook_inbox ADD COLUMN IF NOT EXISTS occurred_at timestamptz;
 
 -- What a write found and what it wrote, so a timeline reads "active → canceled"

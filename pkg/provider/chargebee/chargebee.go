@@ -36,9 +36,10 @@ type Verifier struct{}
 var preferred = []string{"subscription", "customer", "invoice"}
 
 type event struct {
-	ID        string                     `json:"id"`
-	EventType string                     `json:"event_type"`
-	Content   map[string]json.RawMessage `json:"content"`
+	ID         string                     `json:"id"`
+	EventType  string                     `json:"event_type"`
+	OccurredAt int64                      `json:"occurred_at"`
+	Content    map[string]json.RawMessage `json:"content"`
 }
 
 // Verify checks the Basic credentials against every "username:password" entry
@@ -65,6 +66,9 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 		return provider.Event{}, fmt.Errorf("%w: event has no id or event_type", provider.ErrMalformed)
 	}
 	out := provider.Event{ID: ev.ID, Type: ev.EventType, Payload: body}
+	if ev.OccurredAt > 0 {
+		out.OccurredAt = time.Unix(ev.OccurredAt, 0).UTC()
+	}
 	out.ResourceType, out.ResourceID, out.Version, err = resourceOf(&ev)
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)

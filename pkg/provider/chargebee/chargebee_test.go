@@ -54,6 +54,7 @@ func TestVerifyValid(t *testing.T) {
 	require.NotNil(t, ev.Version)
 	require.Equal(t, int64(1700000000123), *ev.Version)
 	require.Equal(t, []byte(subCancelled), ev.Payload)
+	require.Equal(t, time.Unix(1700000000, 0).UTC(), ev.OccurredAt, "the provider's event time")
 }
 
 func TestBasicAuth(t *testing.T) {

@@ -68,6 +68,15 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	}
 	out.ID = h.Get(IDHeader)
 	out.Payload = body
+	// The specification's payload carries the event's time as "timestamp"
+	// (RFC 3339); a missing or unreadable one only leaves it unknown.
+	if ts, ok := lookup(doc, "timestamp"); ok {
+		if s, ok := ts.(string); ok {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				out.OccurredAt = t.UTC()
+			}
+		}
+	}
 	return out, nil
 }
 

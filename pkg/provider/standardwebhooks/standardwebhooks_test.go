@@ -54,6 +54,7 @@ func TestVerifyValid(t *testing.T) {
 	require.NotNil(t, ev.Version)
 	require.Equal(t, int64(1700000000123), *ev.Version)
 	require.Equal(t, []byte(subUpdated), ev.Payload)
+	require.Equal(t, time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), ev.OccurredAt, "the provider's event time")
 }
 
 func TestSignHeaders(t *testing.T) {

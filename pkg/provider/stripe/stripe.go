@@ -28,6 +28,7 @@ type event struct {
 	Type     string `json:"type"`
 	Account  string `json:"account"`
 	Livemode bool   `json:"livemode"`
+	Created  int64  `json:"created"`
 	Data     struct {
 		Object struct {
 			ID           string `json:"id"`
@@ -84,6 +85,9 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 		return provider.Event{}, fmt.Errorf("%w: event for another account", provider.ErrScope)
 	}
 	out := provider.Event{ID: ev.ID, Type: ev.Type, Payload: body}
+	if ev.Created > 0 {
+		out.OccurredAt = time.Unix(ev.Created, 0).UTC()
+	}
 	out.ResourceType, out.ResourceID = resourceOf(&ev)
 	return out, nil
 }

@@ -37,7 +37,7 @@ func header(sig string) http.Header {
 	return h
 }
 
-const subUpdated = `{"id":"evt_1","object":"event","type":"customer.subscription.updated","livemode":false,
+const subUpdated = `{"id":"evt_1","object":"event","type":"customer.subscription.updated","livemode":false,"created":1700000000,
 "data":{"object":{"id":"sub_1","object":"subscription","status":"active"}}}`
 
 func TestVerifyValid(t *testing.T) {
@@ -52,6 +52,7 @@ func TestVerifyValid(t *testing.T) {
 	require.Equal(t, "sub_1", ev.ResourceID)
 	require.Nil(t, ev.Version)
 	require.Equal(t, body, ev.Payload)
+	require.Equal(t, time.Unix(1700000000, 0).UTC(), ev.OccurredAt, "the provider's event time")
 }
 
 func TestVerifyRotation(t *testing.T) {
