@@ -25,11 +25,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -44,7 +46,7 @@ const (
 	ProduceTimeoutDefault = 30 * time.Second
 	MaxBackoffDefault     = 5 * time.Second
 	// ShutdownGrace is how long a stopping relay waits for the broker to
-	// acknowledge batches already handed to it.
+	// answer records already sent to it.
 	ShutdownGrace = 5 * time.Second
 )
 
@@ -124,12 +126,13 @@ type Relay struct {
 	published prometheus.Counter
 	failures  prometheus.Counter
 	batches   prometheus.Histogram
+	dead      prometheus.Counter
 	wake      chan struct{}
 	// claimTimeout is ClaimTimeout as Postgres reads it (milliseconds).
 	claimTimeout string
 
-	mu      sync.Mutex
-	failure error // of an in-flight batch, not yet reported
+	failed    atomic.Bool // a batch put rows back since the loop last looked
+	succeeded atomic.Bool // a batch committed since the loop last looked
 }
 
 // New builds a relay; Run starts it.
@@ -145,10 +148,12 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Relay, error) {
 			Help: "Batches that failed to publish (produce error, timeout, or database error) and stayed in the outbox."}),
 		batches: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookyard_outbox_batch_rows",
 			Help: "Rows per claimed batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_dead_total",
+			Help: "Outbox rows the broker refused for good (too large, invalid), moved to outbox_dead."}),
 		wake:         make(chan struct{}, 1),
-		claimTimeout: strconv.FormatInt(cfg.ClaimTimeout.Milliseconds(), 10),
+		claimTimeout: strconv.FormatInt(max(cfg.ClaimTimeout.Milliseconds(), 1), 10), // 0 would turn it off
 	}
-	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, newBacklogCollector(pool))
+	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, r.dead, newBacklogCollector(pool, r.log))
 	return r, nil
 }
 
@@ -163,6 +168,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent writes need all ISR acks
 			kgo.RecordDeliveryTimeout(r.cfg.ProduceTimeout),
 			kgo.ProducerLinger(0),
+			// Every record in flight fits in the buffer: Produce never blocks
+			// while a claim's idle-in-transaction clock runs.
+			kgo.MaxBufferedRecords(max(10_000, r.cfg.BatchSize*r.cfg.InFlight)),
 		}, r.cfg.KafkaOptions...)...)
 		if err != nil {
 			return fmt.Errorf("outbox relay: kafka client: %w", err)
@@ -188,64 +196,69 @@ func (r *Relay) loop(ctx context.Context, pub Publisher) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var backoff time.Duration
+	pause := func() {
+		backoff = min(max(backoff*2, 100*time.Millisecond), r.cfg.MaxBackoff)
+		sleep(ctx, backoff)
+	}
 	for ctx.Err() == nil {
+		if r.succeeded.Swap(false) {
+			backoff = 0
+		}
+		if r.failed.Swap(false) {
+			// A batch put its rows back. Let every batch in flight settle
+			// first, so the next claim starts from the lowest id again and a
+			// key's put-back rows are not overtaken by later ones.
+			for range r.cfg.InFlight {
+				slots <- struct{}{}
+			}
+			for range r.cfg.InFlight {
+				<-slots
+			}
+			pause()
+			continue
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
 		b, err := r.claim(ctx)
-		if err == nil && b.n() > 0 {
-			b.publish(ctx, pub)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				if err := r.finish(ctx, b); err != nil {
-					r.noteFailure(err)
-				}
-			}()
-		} else {
-			<-slots
-		}
-		if err == nil {
-			err = r.takeFailure()
-		}
 		switch {
-		case ctx.Err() != nil:
-			return
 		case err != nil:
-			r.failures.Inc()
-			r.log.WarnContext(ctx, "relay batch failed; rows stay in the outbox", slog.String("error", err.Error()))
-			backoff = min(max(backoff*2, 100*time.Millisecond), r.cfg.MaxBackoff)
-			sleep(ctx, backoff)
+			<-slots
+			if ctx.Err() == nil {
+				r.fail(ctx, err)
+				pause()
+			}
+			continue
 		case b.n() == 0:
-			backoff = 0
+			<-slots
 			r.idle(ctx)
-		default:
-			backoff = 0
+			continue
 		}
+		b.publish(ctx, pub)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if err := r.finish(ctx, b); err != nil {
+				r.fail(ctx, err)
+				r.failed.Store(true)
+				r.signal() // the loop may be idle; rolled-back rows send no NOTIFY
+				return
+			}
+			r.succeeded.Store(true)
+		}()
 	}
 }
 
-// noteFailure keeps the first failure of an in-flight batch for the loop.
-func (r *Relay) noteFailure(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.failure == nil {
-		r.failure = err
-	}
+// fail counts and logs a batch that left (some of) its rows in the outbox.
+func (r *Relay) fail(ctx context.Context, err error) {
+	r.failures.Inc()
+	r.log.WarnContext(ctx, "relay batch failed; rows stay in the outbox", slog.String("error", err.Error()))
 }
 
-func (r *Relay) takeFailure() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	err := r.failure
-	r.failure = nil
-	return err
-}
-
-// idle waits for a notification, a failed batch's report or the poll interval.
+// idle waits for a notification (or a failed batch's wake-up) or the poll interval.
 func (r *Relay) idle(ctx context.Context) {
 	t := time.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
@@ -324,8 +337,9 @@ type batch struct {
 	pending sync.WaitGroup
 
 	mu     sync.Mutex
-	err    error  // the first failure
-	failed []bool // by position
+	err    error   // the first failure a retry may cure
+	failed []bool  // by position: the record was not acknowledged
+	poison []error // by position: the broker can never take the record
 }
 
 func (b *batch) n() int { return len(b.ids) }
@@ -348,7 +362,9 @@ func (r *Relay) claim(ctx context.Context) (*batch, error) {
 	}
 	b := &batch{conn: conn}
 	if err := r.scan(ctx, b); err != nil || b.n() == 0 {
-		b.end(ctx, false)
+		sctx, cancel := settleCtx(ctx)
+		defer cancel()
+		_ = b.end(sctx, false)
 		return &batch{}, err
 	}
 	r.batches.Observe(float64(b.n()))
@@ -394,6 +410,7 @@ func (r *Relay) scan(ctx context.Context, b *batch) error {
 	b.recs = make([]*kgo.Record, len(got))
 	b.created = make([]time.Time, len(got))
 	b.failed = make([]bool, len(got))
+	b.poison = make([]error, len(got))
 	for i, rw := range got {
 		b.ids[i] = rw.id
 		b.recs[i] = &kgo.Record{Key: rw.key, Value: rw.msg}
@@ -404,6 +421,7 @@ func (r *Relay) scan(ctx context.Context, b *batch) error {
 
 // end commits or rolls back the claim's transaction and releases the
 // connection (a connection left in a transaction is closed by the pool).
+// ctx must outlive the relay's own context: see settleCtx.
 func (b *batch) end(ctx context.Context, commit bool) error {
 	if b.conn == nil {
 		return nil
@@ -411,8 +429,6 @@ func (b *batch) end(ctx context.Context, commit bool) error {
 	conn := b.conn
 	b.conn = nil // ended once, whatever happens below
 	defer conn.Release()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	if commit {
 		_, err := conn.Exec(ctx, "COMMIT")
 		return err
@@ -433,7 +449,10 @@ func (b *batch) done(i int, err error) {
 	if err != nil {
 		b.mu.Lock()
 		b.failed[i] = true
-		if b.err == nil {
+		switch {
+		case poisonous(err):
+			b.poison[i] = err
+		case b.err == nil:
 			b.err = err
 		}
 		b.mu.Unlock()
@@ -441,18 +460,31 @@ func (b *batch) done(i int, err error) {
 	b.pending.Done()
 }
 
-// finish waits for the broker's answers (bounded by ProduceTimeout), then
-// deletes the rows and commits, or rolls back so the rows go out again. When
-// the relay stops, a batch still gets ShutdownGrace to be acknowledged, so a
-// clean stop does not publish it twice.
+// poisonous says the broker refused the record itself, so retrying cannot
+// help: it is moved to outbox_dead rather than blocking the outbox head.
+func poisonous(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
+}
+
+// settleCtx bounds the statements that end a claim; they run even while the
+// relay stops, so that nothing is left half done.
+func settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+}
+
+// finish waits for the producer's answer for every record, then commits (the
+// rows were deleted by the claim), or puts back the rows that failed. It
+// returns an error when rows went back to the outbox.
+//
+// It does not roll back on a timer of its own: the producer fails a record
+// only when it is not in flight (RecordDeliveryTimeout), so acting on its
+// answer does not publish rows twice. A claim the producer never answers
+// ends after ClaimTimeout, when Postgres releases it anyway. When the relay
+// stops, records not yet sent fail at once (their context ends) and go back;
+// records in flight get ShutdownGrace.
 func (r *Relay) finish(ctx context.Context, b *batch) error {
 	acked := make(chan struct{})
 	go func() { b.pending.Wait(); close(acked) }()
-	// Wait for the producer's answer for every record rather than rolling
-	// back on a timer of our own: the producer fails a record only when it
-	// is not in flight, so rolling back after its answer does not publish
-	// the rows twice. A claim the producer never answers ends with
-	// ClaimTimeout, when Postgres releases it anyway.
 	t := time.NewTimer(r.cfg.ClaimTimeout)
 	defer t.Stop()
 	var err error
@@ -467,57 +499,91 @@ func (r *Relay) finish(ctx context.Context, b *batch) error {
 			err = errors.New("relay stopped before the broker acknowledged")
 		}
 	}
-	if err != nil { // some records may still be produced: keep every row
-		_ = b.end(ctx, false)
+	sctx, cancel := settleCtx(ctx)
+	defer cancel()
+	if err != nil { // records may still be produced: keep every row
+		_ = b.end(sctx, false)
 		return fmt.Errorf("publish %d outbox rows: %w", b.n(), err)
 	}
 	b.mu.Lock()
 	err = b.err
 	b.mu.Unlock()
-	if err == nil {
-		if err := b.end(ctx, true); err != nil {
-			return fmt.Errorf("remove published outbox rows: %w", err)
-		}
-		r.published.Add(float64(b.n()))
-		return nil
-	}
-	// Some records failed (a partition timed out, say) while others were
-	// acknowledged: put back only the failed rows, under their own ids, so
-	// the acknowledged ones are not published twice.
-	ok, restoreErr := b.restoreFailed(ctx)
-	if restoreErr != nil {
-		_ = b.end(ctx, false)
-		return fmt.Errorf("publish %d outbox rows: %w (and keeping the acknowledged ones failed: %v)", b.n(), err, restoreErr)
+	ok, dead, settleErr := b.settle(sctx)
+	if settleErr != nil {
+		_ = b.end(sctx, false)
+		return fmt.Errorf("settle %d published outbox rows: %w", b.n(), settleErr)
 	}
 	r.published.Add(float64(ok))
-	return fmt.Errorf("publish %d of %d outbox rows: %w", b.n()-ok, b.n(), err)
+	if dead > 0 {
+		r.dead.Add(float64(dead))
+		r.log.ErrorContext(ctx, "the broker refused outbox rows for good; moved to outbox_dead",
+			slog.Int("rows", dead), slog.String("error", b.firstPoison().Error()))
+	}
+	if err != nil {
+		return fmt.Errorf("publish %d of %d outbox rows: %w", b.n()-ok-dead, b.n(), err)
+	}
+	return nil
 }
 
-// restoreFailed re-inserts the rows whose records failed and commits the
-// deletion of the others. It returns how many were acknowledged.
-func (b *batch) restoreFailed(ctx context.Context) (int, error) {
-	var ids []int64
-	var keys, msgs []string
-	var created []time.Time
-	for i, f := range b.failed {
-		if f {
-			ids = append(ids, b.ids[i])
-			keys = append(keys, string(b.recs[i].Key))
-			msgs = append(msgs, string(b.recs[i].Value))
-			created = append(created, b.created[i])
+func (b *batch) firstPoison() error {
+	for _, e := range b.poison {
+		if e != nil {
+			return e
 		}
 	}
-	if len(ids) == b.n() {
-		return 0, b.end(ctx, false)
+	return nil
+}
+
+// settle ends a batch whose records all have an answer: acknowledged rows
+// stay deleted; rows that failed go back to the outbox under their own ids
+// (so the acknowledged ones are not published twice), and rows the broker
+// refused for good go to outbox_dead. It returns how many were acknowledged
+// and how many went dead.
+func (b *batch) settle(ctx context.Context) (ok, dead int, err error) {
+	var back, gone rowSet
+	for i, f := range b.failed {
+		switch {
+		case !f:
+			ok++
+		case b.poison[i] != nil:
+			gone.add(b, i, b.poison[i].Error())
+		default:
+			back.add(b, i, "")
+		}
 	}
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if _, err := b.conn.Exec(ictx, `
+	if ok == 0 && len(gone.ids) == 0 {
+		return 0, 0, b.end(ctx, false) // nothing went out: the rollback puts everything back
+	}
+	if len(back.ids) > 0 {
+		if _, err := b.conn.Exec(ctx, `
 INSERT INTO outbox (id, message_key, message, created_at)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[])`, ids, keys, msgs, created); err != nil {
-		return 0, err
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[])`, back.ids, back.keys, back.msgs, back.created); err != nil {
+			return 0, 0, err
+		}
 	}
-	return b.n() - len(ids), b.end(ctx, true)
+	if len(gone.ids) > 0 {
+		if _, err := b.conn.Exec(ctx, `
+INSERT INTO outbox_dead (id, message_key, message, created_at, error)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])`, gone.ids, gone.keys, gone.msgs, gone.created, gone.errs); err != nil {
+			return 0, 0, err
+		}
+	}
+	return ok, len(gone.ids), b.end(ctx, true)
+}
+
+// rowSet is claimed rows in the column form unnest takes.
+type rowSet struct {
+	ids              []int64
+	keys, msgs, errs []string
+	created          []time.Time
+}
+
+func (s *rowSet) add(b *batch, i int, errText string) {
+	s.ids = append(s.ids, b.ids[i])
+	s.keys = append(s.keys, string(b.recs[i].Key))
+	s.msgs = append(s.msgs, string(b.recs[i].Value))
+	s.created = append(s.created, b.created[i])
+	s.errs = append(s.errs, errText)
 }
 
 // kafkaPublisher produces through a franz-go client. The client keeps the
@@ -529,20 +595,28 @@ func (p kafkaPublisher) Publish(ctx context.Context, r *kgo.Record, done func(*k
 	p.cl.Produce(ctx, r, done)
 }
 
-// backlogCollector reports the outbox backlog on scrape.
+// backlogCollector reports the outbox backlog on scrape. When Postgres does
+// not answer it reports hookyard_outbox_backlog_up 0 instead of failing the
+// whole scrape (the failure counters matter most exactly then).
 type backlogCollector struct {
-	pool      *pgxpool.Pool
-	rows, age *prometheus.Desc
+	pool          *pgxpool.Pool
+	log           *slog.Logger
+	rows, age, up *prometheus.Desc
 }
 
-func newBacklogCollector(pool *pgxpool.Pool) *backlogCollector {
-	return &backlogCollector{pool: pool,
+func newBacklogCollector(pool *pgxpool.Pool, log *slog.Logger) *backlogCollector {
+	return &backlogCollector{pool: pool, log: log,
 		rows: prometheus.NewDesc("hookyard_outbox_backlog_rows", "Rows in the outbox: committed, not yet acknowledged by Kafka (counted up to one million).", nil, nil),
 		age:  prometheus.NewDesc("hookyard_outbox_oldest_age_seconds", "Age of the outbox row with the lowest id (the oldest unpublished one); 0 when the outbox is empty.", nil, nil),
+		up:   prometheus.NewDesc("hookyard_outbox_backlog_up", "1 when the outbox backlog could be read on this scrape, else 0.", nil, nil),
 	}
 }
 
-func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.rows; ch <- c.age }
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.rows
+	ch <- c.age
+	ch <- c.up
+}
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -554,10 +628,11 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1000000) o),
        coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox ORDER BY id LIMIT 1), 0)`).Scan(&n, &age)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.rows, err)
-		ch <- prometheus.NewInvalidMetric(c.age, err)
+		c.log.Warn("read outbox backlog", slog.String("error", err.Error()))
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, max(age, 0))
 }

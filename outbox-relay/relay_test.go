@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -347,28 +348,33 @@ func TestUnreachableBrokerCountsFailuresAndKeepsRows(t *testing.T) {
 	require.Zero(t, metric(t, reg, "hookyard_outbox_published_total"))
 }
 
-// flakyPublisher fails, once each, the records whose key it names, and
-// acknowledges everything else at once.
+// flakyPublisher fails, once each, the records whose key is in fail, fails
+// for good those whose key is in refuse, and acknowledges everything else
+// at once.
 type flakyPublisher struct {
-	mu    sync.Mutex
-	fail  map[string]bool
-	acked map[string]int
+	mu     sync.Mutex
+	fail   map[string]bool
+	refuse map[string]bool
+	acked  map[string]int
 }
 
 func (p *flakyPublisher) Publish(_ context.Context, r *kgo.Record, done func(*kgo.Record, error)) {
 	p.mu.Lock()
 	k := string(r.Key)
-	failNow := p.fail[k]
+	failNow, refuse := p.fail[k], p.refuse[k]
 	delete(p.fail, k)
-	if !failNow {
+	if !failNow && !refuse {
 		p.acked[string(r.Value)]++
 	}
 	p.mu.Unlock()
-	if failNow {
+	switch {
+	case refuse:
+		done(r, kerr.MessageTooLarge)
+	case failNow:
 		done(r, errors.New("partition timed out"))
-		return
+	default:
+		done(r, nil)
 	}
-	done(r, nil)
 }
 
 // When some records of a batch fail and others are acknowledged, only the
@@ -380,7 +386,7 @@ func TestPartlyFailedBatchKeepsOnlyTheFailedRows(t *testing.T) {
 	s := dbtest.New(t)
 	const n = 200
 	fill(t, s, n)
-	pub := &flakyPublisher{acked: map[string]int{}, fail: map[string]bool{
+	pub := &flakyPublisher{acked: map[string]int{}, refuse: map[string]bool{}, fail: map[string]bool{
 		"stripe/acct/test/subscription/sub_3": true, "stripe/acct/test/subscription/sub_11": true}}
 	reg := prometheus.NewRegistry()
 	// One batch takes every row.
@@ -394,4 +400,34 @@ func TestPartlyFailedBatchKeepsOnlyTheFailedRows(t *testing.T) {
 	for v, c := range pub.acked {
 		require.Equal(t, 1, c, "%s acknowledged %d times", v, c)
 	}
+}
+
+// A record the broker refuses for good (too large) does not sit at the head
+// of the outbox failing every batch: its row moves to outbox_dead with the
+// broker's error, the other rows go out once, and the relay does not back
+// off for it. Fails if poisonous records are put back or dropped.
+func TestRefusedRecordMovesToOutboxDead(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	const n = 300
+	fill(t, s, n)
+	poisoned := "stripe/acct/test/subscription/sub_5"
+	var want int
+	require.NoError(t, s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox WHERE message_key = $1`, poisoned).Scan(&want))
+	pub := &flakyPublisher{acked: map[string]int{}, fail: map[string]bool{}, refuse: map[string]bool{poisoned: true}}
+	reg := prometheus.NewRegistry()
+	start(t, s, nil, outboxrelay.Config{Publisher: pub, BatchSize: 50, NoListen: true, PollInterval: 20 * time.Millisecond, Registerer: reg})
+	waitEmpty(t, s, 10*time.Second)
+
+	var dead int
+	var errText string
+	require.NoError(t, s.Pool.QueryRow(t.Context(), `SELECT count(*), min(error) FROM outbox_dead WHERE message_key = $1`, poisoned).Scan(&dead, &errText))
+	require.Equal(t, want, dead, "every refused row is kept in outbox_dead")
+	require.Contains(t, errText, "MESSAGE_TOO_LARGE")
+	require.Equal(t, float64(want), metric(t, reg, "hookyard_outbox_dead_total"))
+	require.Equal(t, float64(n-want), metric(t, reg, "hookyard_outbox_published_total"))
+	require.Zero(t, metric(t, reg, "hookyard_outbox_publish_failures_total"), "a refused record is not a broker failure")
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	require.Len(t, pub.acked, n-want)
 }
