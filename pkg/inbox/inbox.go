@@ -70,7 +70,7 @@ func (r *Record) prepare(now time.Time) error {
 		p.status = StatusIgnored
 	}
 	// Bytes jsonb cannot hold (\u0000, invalid UTF-8, ...) are kept raw only.
-	if jsonbSafe(r.Event.Payload) {
+	if jsonbSafe(r.Event.Payload, r.Event.ValidJSON) {
 		s := string(r.Event.Payload)
 		p.payload = &s
 	} else {

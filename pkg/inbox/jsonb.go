@@ -15,9 +15,12 @@ import (
 // still have been valid jsonb.
 //
 // It runs on every delivery, so after json.Valid it is one pass over the
-// bytes with no allocation for ordinary payloads.
-func jsonbSafe(p []byte) bool {
-	if !json.Valid(p) || !utf8.Valid(p) {
+// bytes with no allocation for ordinary payloads. validated skips json.Valid
+// for a payload the provider adapter already decoded with json.Unmarshal
+// (which validates the whole document first); the scan below relies on
+// validity either way.
+func jsonbSafe(p []byte, validated bool) bool {
+	if (!validated && !json.Valid(p)) || !utf8.Valid(p) {
 		return false
 	}
 	inString := false

@@ -126,6 +126,9 @@ type Event struct {
 	// "created", Chargebee "occurred_at", Standard Webhooks "timestamp");
 	// zero when the payload does not say.
 	OccurredAt time.Time
+	// ValidJSON: the adapter decoded Payload with json.Unmarshal, which
+	// validates the whole document, so intake need not validate it again.
+	ValidJSON bool
 }
 
 // Verifier verifies one delivery for an endpoint and reads its event.

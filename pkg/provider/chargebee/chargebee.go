@@ -65,7 +65,7 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	if ev.ID == "" || ev.EventType == "" {
 		return provider.Event{}, fmt.Errorf("%w: event has no id or event_type", provider.ErrMalformed)
 	}
-	out := provider.Event{ID: ev.ID, Type: ev.EventType, Payload: body}
+	out := provider.Event{ID: ev.ID, Type: ev.EventType, Payload: body, ValidJSON: true}
 	if ev.OccurredAt > 0 {
 		out.OccurredAt = time.Unix(ev.OccurredAt, 0).UTC()
 	}

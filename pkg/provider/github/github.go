@@ -83,7 +83,7 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	if err := json.Unmarshal(body, &p); err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
-	out := provider.Event{ID: id, Type: typ, Payload: body}
+	out := provider.Event{ID: id, Type: typ, Payload: body, ValidJSON: true}
 	if p.Action != "" {
 		out.Type = typ + "." + p.Action
 	}

@@ -84,7 +84,7 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	if ev.Account != "" && ev.Account != ep.SourceAccount {
 		return provider.Event{}, fmt.Errorf("%w: event for another account", provider.ErrScope)
 	}
-	out := provider.Event{ID: ev.ID, Type: ev.Type, Payload: body}
+	out := provider.Event{ID: ev.ID, Type: ev.Type, Payload: body, ValidJSON: true}
 	if ev.Created > 0 {
 		out.OccurredAt = time.Unix(ev.Created, 0).UTC()
 	}
