@@ -325,7 +325,8 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		if st.failed {
 			w.p.metrics.failures.WithLabelValues(m.Provider, eventTypeLabel(st)).Inc()
 		}
-		if st.row != nil && (st.outcome == projection.Applied || st.outcome == projection.Fetched) {
+		// A replay's lag would be measured from the original arrival.
+		if st.row != nil && m.Reason != message.ReasonReplay && (st.outcome == projection.Applied || st.outcome == projection.Fetched) {
 			w.p.metrics.receiveToApply.WithLabelValues(m.Provider).Observe(max(done.Sub(st.row.receivedAt).Seconds(), 0))
 		}
 		if st.finding == projection.Diverged || st.finding == projection.Missing {

@@ -77,11 +77,21 @@ func TestReceiveToApplyLagObservedForWrites(t *testing.T) {
 
 	s := scSub("sub_lag_hint", "active")
 	p.Sim.Put(s)
-	scWaitStatus(t, p, scStripeKey(scSend(t, p, "customer.subscription.updated", s)), inbox.StatusProcessed)
+	hint := scSend(t, p, "customer.subscription.updated", s)
+	scWaitStatus(t, p, scStripeKey(hint), inbox.StatusProcessed)
 	require.EqualValues(t, 1, histogramCount(t, reg, name, map[string]string{"provider": provider.Stripe}))
 	m := metric(t, reg, name, cb)
 	require.Greater(t, m.GetHistogram().GetSampleSum(), 0.0)
 	require.Less(t, m.GetHistogram().GetSampleSum(), 60.0)
+
+	// A replay fetches and writes again, but its lag would be measured from
+	// the original arrival (days, after a replay of old events): not observed.
+	n, err := inbox.Replay(context.Background(), p.Pool, scStripeKey(hint))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	p.Eventually(func() bool { return len(scHistory(t, p, pipelinetest.Resource("sub_lag_hint"))) >= 2 }, "the replay was handled")
+	p.WaitIdle()
+	require.EqualValues(t, 1, histogramCount(t, reg, name, map[string]string{"provider": provider.Stripe}), "a replay was observed")
 }
 
 // Failures are counted by provider and event type only — never by

@@ -173,5 +173,11 @@ func replayPartition(ctx context.Context, e *env, args []string, stdout io.Write
 	if perr := printJSON(stdout, rep); err == nil {
 		err = perr
 	}
+	if err == nil && (rep.Stopped != "" || rep.Skipped[inbox.SkipBusy] > 0) {
+		// Part of the range was not replayed: say so in the exit code, so a
+		// script does not take it for success. The report says where to resume.
+		err = fmt.Errorf("partition replay incomplete (stopped: %q, busy: %d); resume with -from-offset %d",
+			rep.Stopped, rep.Skipped[inbox.SkipBusy], rep.NextOffset)
+	}
 	return err
 }

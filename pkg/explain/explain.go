@@ -169,7 +169,10 @@ type event struct {
 // "timestamp".
 const eventsSQL = `
 SELECT event_id, event_type, status, outcome, last_error, resource_version, attempts, next_attempt_at,
-       received_at, occurred_at, payload->'created', payload->'occurred_at', payload->'timestamp'
+       received_at, occurred_at,
+       CASE WHEN occurred_at IS NULL THEN payload->'created' END,
+       CASE WHEN occurred_at IS NULL THEN payload->'occurred_at' END,
+       CASE WHEN occurred_at IS NULL THEN payload->'timestamp' END
 FROM webhook_inbox
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ORDER BY received_at DESC LIMIT $6`

@@ -15,7 +15,7 @@ const enqueueSQL = `
 WITH picked AS (%s), upd AS (
     UPDATE webhook_inbox w SET status = 'pending', processed_at = NULL,
         -- for a pending row, next_attempt_at remembers when it was last re-published
-        next_attempt_at = CASE WHEN $1::text = 'requeue' THEN now() END
+        next_attempt_at = now()
     FROM picked p
     WHERE w.provider = p.provider AND w.source_account = p.source_account
       AND w.environment = p.environment AND w.event_id = p.event_id

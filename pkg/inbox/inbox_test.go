@@ -250,7 +250,8 @@ func TestEnqueueDueResendsOnlyDueRetriesOnTheirOriginalKey(t *testing.T) {
 		row, err := inbox.Get(t.Context(), pool, key(id), false)
 		require.NoError(t, err)
 		require.Equal(t, inbox.StatusPending, row.Status)
-		require.Nil(t, row.NextAttemptAt)
+		require.NotNil(t, row.NextAttemptAt, "remembers when it was re-published")
+		require.WithinDuration(t, time.Now(), *row.NextAttemptAt, time.Minute)
 		require.Equal(t, 1, row.Attempts, "attempts are kept")
 	}
 	require.ElementsMatch(t, []string{"evt_due", "evt_none"}, []string{out[0].Message["event_id"].(string), out[1].Message["event_id"].(string)})
@@ -498,4 +499,22 @@ func TestInsertStoresTheProvidersEventTime(t *testing.T) {
 	require.True(t, at.Equal(*got), "stored %v", *got)
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT occurred_at FROM webhook_inbox WHERE event_id = 'evt_untimed'`).Scan(&got))
 	require.Nil(t, got)
+}
+
+// A replayed old event is pending again with a fresh re-publish time, so the
+// stuck-event sweep does not publish it a second time while the replay's
+// own message is still on its way. Fails if the re-publish time is not set.
+func TestReplayedOldEventIsNotRequeuedAsStuck(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t).Pool
+	insert(t, pool, record("evt_week_old", "sub_1"))
+	exec(t, pool, `DELETE FROM outbox`)
+	exec(t, pool, `UPDATE webhook_inbox SET status = 'dead', received_at = now() - interval '7 days'`)
+	n, err := inbox.Replay(t.Context(), pool, key("evt_week_old"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	n, err = inbox.RequeueStuck(t.Context(), pool, time.Now().Add(-10*time.Minute), 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "published again right after the replay")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM outbox`))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -56,8 +57,8 @@ func (a *api) listDead(c echo.Context) error {
 	limit := 0
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return fail(c, http.StatusBadRequest, "bad_limit", "limit must be a positive integer")
+		if err != nil || n <= 0 || n > MaxLimit {
+			return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
 		}
 		limit = n
 	}
@@ -153,8 +154,8 @@ func (a *api) replayDeadMatching(c echo.Context) error {
 		a.log.Info("dead event replayed", slog.String("event_id", k.EventID))
 		return c.JSON(http.StatusAccepted, map[string]any{"replayed": 1})
 	}
-	if req.Limit < 0 {
-		return fail(c, http.StatusBadRequest, "bad_limit", "limit must be a positive integer")
+	if req.Limit < 0 || req.Limit > MaxLimit {
+		return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
 	}
 	f, err := req.filter()
 	if err != nil {

@@ -3,6 +3,7 @@ package opsapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -279,4 +280,32 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 	bare := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
 	t.Cleanup(bare.Close)
 	require.Equal(t, http.StatusServiceUnavailable, send(t, http.MethodPost, bare.URL+"/v1/replay/partition", token, map[string]any{"partition": 0, "from_offset": 0}, nil))
+}
+
+// Bounds an operator's typo should not get past: a since in the future or
+// before 1970, a limit above MaxLimit, and an API built without a token
+// (every request refused, never "empty bearer matches empty token").
+func TestOpsAPIRefusesOutOfBoundsRequests(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	seedDeadEvents(t, s.Pool)
+	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	t.Cleanup(srv.Close)
+	for _, q := range []string{"?since=-2h", "?since=0s", "?since=1960-01-01T00:00:00Z", "?since=2999-01-01T00:00:00Z",
+		fmt.Sprintf("?limit=%d", opsapi.MaxLimit+1)} {
+		require.Equal(t, http.StatusBadRequest, send(t, http.MethodGet, srv.URL+"/v1/dead"+q, token, nil, nil), q)
+	}
+	require.Equal(t, http.StatusBadRequest,
+		send(t, http.MethodPost, srv.URL+"/v1/dead/replay", token, map[string]any{"limit": opsapi.MaxLimit + 1}, nil))
+	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/dead?since=24h", token, nil, nil))
+
+	open := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{}))
+	t.Cleanup(open.Close)
+	req, err := http.NewRequest(http.MethodGet, open.URL+"/v1/dead", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer ")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -85,7 +86,7 @@ func fail(c echo.Context, status int, code, msg string) error {
 func (a *api) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.Token)) != 1 {
+		if !ok || a.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.Token)) != 1 {
 			return fail(c, http.StatusUnauthorized, "unauthorized", "bearer token required")
 		}
 		return next(c)
@@ -105,9 +106,13 @@ func (a *api) internal(c echo.Context, err error) error {
 	return fail(c, http.StatusServiceUnavailable, "unavailable", "database unavailable")
 }
 
+// MaxLimit caps how many rows one API call lists or replays; larger jobs
+// page with since/limit (or use the CLI).
+const MaxLimit = 10_000
+
 func intParam(c echo.Context, name string, def int) int {
 	if v, err := strconv.Atoi(c.QueryParam(name)); err == nil && v > 0 {
-		return v
+		return min(v, MaxLimit)
 	}
 	return def
 }
@@ -191,9 +196,19 @@ func parseSince(s string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("since %s is not in the past", s)
+		}
 		return time.Now().Add(-d), nil
 	}
-	return time.Parse(time.RFC3339, s)
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if t.Before(time.Unix(0, 0)) || t.After(time.Now()) {
+		return time.Time{}, fmt.Errorf("since %s is outside 1970..now", s)
+	}
+	return t, nil
 }
 
 func (a *api) replayDead(c echo.Context) error {

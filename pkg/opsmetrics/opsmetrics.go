@@ -65,7 +65,10 @@ const backlogSQL = `
 SELECT s.status, coalesce(u.n, 0), coalesce(u.age, 0)
 FROM unnest(ARRAY['pending', 'retrying']) AS s(status)
 LEFT JOIN (
-    SELECT status, count(*) AS n, extract(epoch FROM now() - min(received_at))::float8 AS age
+    -- a pending event waits since it was (re-)published: received, or
+    -- re-enqueued by a retry, replay or requeue (next_attempt_at)
+    SELECT status, count(*) AS n, extract(epoch FROM now() - min(
+        CASE WHEN status = 'pending' THEN coalesce(next_attempt_at, received_at) ELSE received_at END))::float8 AS age
     FROM webhook_inbox WHERE status IN ('pending', 'retrying') GROUP BY status
 ) u USING (status)
 UNION ALL

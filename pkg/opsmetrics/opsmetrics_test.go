@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/opsmetrics"
 )
 
@@ -90,6 +91,18 @@ VALUES ('stripe', 'acct', 'live', 'in_1', 'receipt', 'pending', 'e1'),
 	g = gauges(t, reg)
 	require.InDelta(t, 60, g["hookyard_inbox_oldest_pending_age_seconds status=pending"], 30)
 	require.Equal(t, 1.0, g["hookyard_inbox_events status=pending"])
+
+	// A week-old dead event replayed now waits since its replay, not since
+	// it arrived: the gauge must not page for it.
+	insertEvent(t, s, "evt_week_old", "dead", 7*24*time.Hour)
+	_, err = s.Pool.Exec(ctx, `UPDATE webhook_inbox SET payload = '{}' WHERE event_id = 'evt_week_old'`)
+	require.NoError(t, err)
+	n, err := inbox.Replay(ctx, s.Pool, inbox.Key{Provider: "stripe", SourceAccount: "acct", Environment: "live", EventID: "evt_week_old"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	g = gauges(t, reg)
+	require.InDelta(t, 60, g["hookyard_inbox_oldest_pending_age_seconds status=pending"], 30)
+	require.Equal(t, 2.0, g["hookyard_inbox_events status=pending"])
 }
 
 // A database that does not answer makes the gauges report up 0 and nothing

@@ -149,6 +149,9 @@ type Report struct {
 	ReplayedEvents int            `json:"replayed_events"`
 	ReplayedOther  int            `json:"replayed_other"`
 	Skipped        map[string]int `json:"skipped"`
+	// Stopped says why a replay ended before EndOffset with no limit
+	// reached: "idle" when no record arrived for IdleTimeout.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Replayer replays partitions of one topic.
@@ -260,6 +263,10 @@ func (r *Replayer) bounds(ctx context.Context, adm *kadm.Client, req Request, re
 	return nil
 }
 
+// maxSeen bounds the sets that keep copies of one message from being sent
+// back twice in a run.
+const maxSeen = 100_000
+
 // pending is one batch of messages to send back.
 type pending struct {
 	events []inbox.Key
@@ -267,18 +274,31 @@ type pending struct {
 }
 
 func (r *Replayer) read(ctx context.Context, cl *kgo.Client, req Request, rep *Report) error {
+	// Copies of one message in the range are sent back once. The sets are
+	// bounded: past maxSeen they start over (a second copy is harmless).
 	seenEvents := map[inbox.Key]bool{}
 	seenOther := map[string]bool{}
 	var busy []inbox.Key
 	var batch pending
+	var batchStart int64
 	flush := func() error {
 		b, err := r.send(ctx, batch, rep)
 		busy = append(busy, b...)
 		batch = pending{}
+		if err != nil {
+			rep.NextOffset = batchStart // resume at the batch that was not written
+		}
 		return err
 	}
 	full := func() bool { return req.Limit > 0 && rep.Read >= req.Limit }
 	for rep.NextOffset < rep.EndOffset && !full() {
+		batchStart = rep.NextOffset
+		if len(seenEvents) >= maxSeen {
+			clear(seenEvents)
+		}
+		if len(seenOther) >= maxSeen {
+			clear(seenOther)
+		}
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.IdleTimeout)
 		fetches := cl.PollRecords(pctx, r.cfg.BatchSize)
 		cancel()
@@ -302,6 +322,7 @@ func (r *Replayer) read(ctx context.Context, cl *kgo.Client, req Request, rep *R
 			// stop and say where to resume rather than wait forever.
 			r.log.WarnContext(ctx, "partition replay idle before its end offset",
 				slog.Int64("next_offset", rep.NextOffset), slog.Int64("end_offset", rep.EndOffset))
+			rep.Stopped = "idle"
 			break
 		}
 		for _, rec := range recs {
@@ -346,7 +367,6 @@ func (r *Replayer) read(ctx context.Context, cl *kgo.Client, req Request, rep *R
 			return err
 		}
 	}
-	rep.Complete = rep.NextOffset >= rep.EndOffset
 	for try := 0; len(busy) > 0 && try < r.cfg.BusyRetries; try++ {
 		select {
 		case <-ctx.Done():
@@ -362,6 +382,7 @@ func (r *Replayer) read(ctx context.Context, cl *kgo.Client, req Request, rep *R
 	if len(busy) > 0 {
 		rep.Skipped[inbox.SkipBusy] += len(busy)
 	}
+	rep.Complete = rep.NextOffset >= rep.EndOffset
 	return nil
 }
 

@@ -233,3 +233,43 @@ func TestReplayRefusesInvalidRequestsNamingTheField(t *testing.T) {
 	_, err = partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Topic: kafkatest.Topic})
 	require.ErrorContains(t, err, "Brokers is required")
 }
+
+// When writing a batch fails (the database refused it), the report's
+// next_offset is the first offset of that batch, not past it: resuming from
+// it replays what was not written. Fails if next_offset runs ahead of the
+// writes.
+func TestReplayThatFailsToWriteResumesAtTheUnwrittenBatch(t *testing.T) {
+	t.Parallel()
+	kc := kafkatest.New(t, 1)
+	pool := dbtest.New(t).Pool
+	ids := []string{"e0", "e1", "e2", "e3", "e4", "e5"}
+	seed(t, pool, ids...)
+	var msgs [][]byte
+	for _, id := range ids {
+		msgs = append(msgs, eventMsg(t, id, "sub_"+id))
+	}
+	produce(t, kc.Brokers, 0, time.Time{}, msgs...)
+	_, err := pool.Exec(t.Context(), `
+CREATE FUNCTION refuse_e3() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.message::jsonb->>'event_id' = 'e3' THEN RAISE EXCEPTION 'refused'; END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_e3 BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_e3();`)
+	require.NoError(t, err)
+
+	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kafkatest.Topic,
+		IdleTimeout: 5 * time.Second, BatchSize: 2})
+	require.NoError(t, err)
+	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(0)})
+	require.Error(t, err)
+	require.False(t, rep.Complete)
+	require.LessOrEqual(t, rep.NextOffset, int64(3), "resume no later than e3, which was never written")
+
+	_, err = pool.Exec(t.Context(), `DROP TRIGGER refuse_e3 ON outbox`)
+	require.NoError(t, err)
+	rep, err = r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(rep.NextOffset)})
+	require.NoError(t, err)
+	require.True(t, rep.Complete)
+	require.ElementsMatch(t, ids, outboxEvents(t, pool), "every event replayed once over the two runs")
+}

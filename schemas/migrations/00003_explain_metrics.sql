@@ -17,12 +17,17 @@ ALTER TABLE projection_history ADD COLUMN IF NOT EXISTS deleted boolean;
 -- The backlog gauges read these on every scrape. Both hold only unfinished
 -- rows, so they stay as small as the backlog. On a large existing inbox,
 -- create them beforehand with CREATE INDEX CONCURRENTLY (same name and
--- definition); this migration then skips them.
+-- definition); this migration then skips them. (Drop an INVALID one left by
+-- a failed concurrent build first: IF NOT EXISTS would keep it.)
 CREATE INDEX IF NOT EXISTS webhook_inbox_unfinished ON webhook_inbox (status, received_at)
     WHERE status IN ('pending', 'retrying');
 CREATE INDEX IF NOT EXISTS action_open ON action (kind, status) WHERE status <> 'done';
+-- The reconciler reads parked projections every round.
+CREATE INDEX IF NOT EXISTS subscription_projection_parked ON subscription_projection (provider)
+    WHERE needs_reconcile;
 
 -- +goose Down
+DROP INDEX IF EXISTS subscription_projection_parked;
 DROP INDEX IF EXISTS action_open;
 DROP INDEX IF EXISTS webhook_inbox_unfinished;
 ALTER TABLE projection_history DROP COLUMN IF EXISTS deleted;
