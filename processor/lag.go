@@ -42,12 +42,15 @@ func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), lagTimeout)
 	defer cancel()
 	adm := kadm.NewClient(cl) // shares cl; closing it would close cl
+	// A partition's own error drops only that partition's series.
 	ends, err := adm.ListEndOffsets(ctx, p.cfg.Topic)
-	if err == nil {
-		err = ends.Error()
-	}
 	if err != nil {
 		p.log.Debug("consumer lag: list end offsets", slog.String("error", err.Error()))
+		return
+	}
+	starts, err := adm.ListStartOffsets(ctx, p.cfg.Topic)
+	if err != nil {
+		p.log.Debug("consumer lag: list start offsets", slog.String("error", err.Error()))
 		return
 	}
 	committed, err := adm.FetchOffsets(ctx, p.cfg.Group)
@@ -55,29 +58,21 @@ func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
 		p.log.Debug("consumer lag: fetch committed offsets", slog.String("error", err.Error()))
 		return
 	}
-	var starts kadm.ListedOffsets
 	for _, part := range owned {
 		end, ok := ends.Lookup(p.cfg.Topic, part)
 		if !ok || end.Err != nil {
 			continue
 		}
-		from := int64(-1)
-		if o, ok := committed.Lookup(p.cfg.Topic, part); ok && o.Err == nil {
-			from = o.At
+		start, ok := starts.Lookup(p.cfg.Topic, part)
+		if !ok || start.Err != nil {
+			continue
 		}
-		if from < 0 {
-			// Nothing committed yet: the group starts at the log's start.
-			if starts == nil {
-				if starts, err = adm.ListStartOffsets(ctx, p.cfg.Topic); err != nil {
-					p.log.Debug("consumer lag: list start offsets", slog.String("error", err.Error()))
-					return
-				}
-			}
-			s, ok := starts.Lookup(p.cfg.Topic, part)
-			if !ok || s.Err != nil {
-				continue
-			}
-			from = s.Offset
+		// Nothing committed yet: the group starts at the log's start. A
+		// commit below the log start (retention deleted records the group
+		// never read) counts from the log start too: those are gone.
+		from := start.Offset
+		if o, ok := committed.Lookup(p.cfg.Topic, part); ok && o.Err == nil && o.At > from {
+			from = o.At
 		}
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(max(end.Offset-from, 0)),
 			p.cfg.Topic, strconv.Itoa(int(part)))
