@@ -405,6 +405,9 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 				st.finding = projection.Finding(prev, fr.f.Status, fr.f.Deleted)
 				entry.Detail = checkDetail(st.finding, prev, projection.Label(fr.f.Status, fr.f.Deleted))
 			}
+			// The resource is written once per batch: later steps of the
+			// batch found what this one wrote.
+			fr.previous = projection.Label(fr.f.Status, fr.f.Deleted)
 		}
 	default:
 		entry.Outcome = projection.Recorded
