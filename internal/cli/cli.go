@@ -57,12 +57,14 @@ Operations:
                                            one event and its history entries
   dead replay PROVIDER ACCOUNT ENV EVENT_ID    replay one dead event (refused if it is not dead)
   dead replay [filters of dead list] [-limit N]
-  purge -older-than 720h                   drop payloads of finished events, keep their identities
+  purge [-older-than 720h]                 drop payloads of finished events, keep their identities
+                                           (default: retention.payload_age; the reconciler also purges)
   fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
 
 Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN, METRICS_ADDR, KAFKA_BROKERS,
-STRIPE_API_BASE, STRIPE_API_KEY, HOOKYARD_CONFIG (default hookyard.example.yaml).
+STRIPE_API_BASE, STRIPE_API_KEY, HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL,
+SIM_ADDR (dev only).
 `
 
 // Main runs the binary and returns its exit code.
