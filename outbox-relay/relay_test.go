@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookyard/hookyard/internal/promread"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/dbtest"
@@ -310,25 +311,13 @@ func TestRelayPollsWithoutNotifications(t *testing.T) {
 	requireEachOnce(t, consume(t, k, 10), 10)
 }
 
+// metric is the value of a relay metric, which must be registered.
 func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, found, err := promread.Sum(reg, name, nil)
 	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
+	require.True(t, found, "metric %s not found", name)
+	return v
 }
 
 // With no broker at all, the producer gives up on the records after the

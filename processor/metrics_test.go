@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/internal/promread"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -23,27 +24,12 @@ import (
 // metric finds the series of name whose labels include want (nil when none).
 func metric(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Gather()
+	ms, _, err := promread.Series(reg, name, want)
 	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return m
-		}
+	if len(ms) == 0 {
+		return nil
 	}
-	return nil
+	return ms[0]
 }
 
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) uint64 {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/internal/promread"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -33,20 +34,12 @@ func (g *gatedFetcher) Fetch(ctx context.Context, r message.Resource) (processor
 	return f, err
 }
 
+// counterValue sums every series of a counter (0 when it has none).
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, _, err := promread.Sum(reg, name, nil)
 	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			return sum
-		}
-	}
-	return 0
+	return v
 }
 
 // Invariant 6: a worker that lost its partition while it waited on the

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookyard/hookyard/internal/promread"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/db"
 )
@@ -209,18 +210,11 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 
 // gathered reads one counter or gauge from a registry.
 func gathered(reg *prometheus.Registry, name string) (float64, error) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0, fmt.Errorf("gather relay metrics: %w", err)
+	v, found, err := promread.Sum(reg, name, nil)
+	if err == nil && !found {
+		err = fmt.Errorf("metric %s not registered", name)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue(), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("metric %s not registered", name)
+	return v, err
 }
 
 func (b *bench) printRelay(runs []relayRun) {
