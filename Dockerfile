@@ -8,6 +8,7 @@ RUN CGO_ENABLED=0 go build -trimpath -o /out/hookyard .
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/hookyard /hookyard
-COPY hookyard.example.yaml /etc/hookyard/hookyard.yaml
+# The production config: no secret has a fallback, so the image carries none.
+COPY deploy/hookyard.yaml /etc/hookyard/hookyard.yaml
 ENV HOOKYARD_CONFIG=/etc/hookyard/hookyard.yaml
 ENTRYPOINT ["/hookyard"]

@@ -62,7 +62,8 @@ Operations:
   fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
 
-Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN, METRICS_ADDR, KAFKA_BROKERS,
+Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
+METRICS_ADDR, KAFKA_BROKERS,
 STRIPE_API_BASE, STRIPE_API_KEY, HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL,
 SIM_ADDR (dev only).
 `
@@ -129,6 +130,17 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	case "migrate", "events", "explain", "replay", "purge", "fence", "dead":
 	default:
 		return usageErr("unknown command %q", cmd)
+	}
+	switch cmd {
+	case "dev":
+		// The one place the dev token is allowed: a laptop, loopback only.
+		cfg.OpsToken = cmp.Or(cfg.OpsToken, config.OpsTokenDevDefault)
+	case "receiver", "outbox-relay", "processor", "reconciler", "api":
+		// A service that can be reached or that acts on real data never runs
+		// on the example config's dev secrets or without an ops token.
+		if err := cfg.CheckProduction(); err != nil {
+			return fmt.Errorf("refusing to start %s: %w", cmd, err)
+		}
 	}
 	conns := int32(4)
 	switch cmd {

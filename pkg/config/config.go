@@ -113,10 +113,26 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse reads a config document, expanding variables with lookup.
+//
+// A value can come from a file, the convention of Docker and Kubernetes
+// secrets: ${file:/run/secrets/x} reads that file, and ${VAR} with VAR unset
+// reads the file named by VAR_FILE. A trailing newline is dropped.
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var fileErrs []error
 	expanded := os.Expand(string(raw), func(v string) string {
+		if path, ok := strings.CutPrefix(v, "file:"); ok {
+			val, err := readSecretFile(path)
+			if err != nil {
+				fileErrs = append(fileErrs, err)
+			}
+			return val
+		}
 		name, def, hasDef := strings.Cut(v, ":-")
-		if val, ok := lookup(name); ok && val != "" {
+		val, err := lookupOrFile(lookup, name)
+		if err != nil {
+			fileErrs = append(fileErrs, err)
+		}
+		if val != "" {
 			return val
 		}
 		if hasDef {
@@ -124,23 +140,30 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		}
 		return ""
 	})
+	if err := errors.Join(fileErrs...); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	var c Config
 	dec := yaml.NewDecoder(strings.NewReader(expanded))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
+	var envErrs []error
 	env := func(k, def string) string {
-		if v, ok := lookup(k); ok && v != "" {
-			return v
+		v, err := lookupOrFile(lookup, k)
+		if err != nil {
+			envErrs = append(envErrs, err)
 		}
-		return def
+		return cmp.Or(v, def)
 	}
 	c.DatabaseURL = env("DATABASE_URL", db.DefaultURL)
 	c.HTTPAddr = env("HTTP_ADDR", HTTPAddrDefault)
 	c.OpsAddr = env("OPS_ADDR", OpsAddrDefault)
 	c.MetricsAddr = env("METRICS_ADDR", "127.0.0.1:9100")
-	c.OpsToken = env("OPS_TOKEN", OpsTokenDevDefault)
+	// No default: outside `hookyard dev` a service refuses to start without
+	// a token of its own (CheckProduction); dev fills in OpsTokenDevDefault.
+	c.OpsToken = env("OPS_TOKEN", "")
 	c.StripeAPIBase = env("STRIPE_API_BASE", "")
 	c.StripeAPIKey = env("STRIPE_API_KEY", "sk_test_hookyard_dev")
 	if b := env("KAFKA_BROKERS", ""); b != "" {
@@ -154,10 +177,33 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.Kafka.Partitions = cmp.Or(c.Kafka.Partitions, PartitionsDefault)
 	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, 1)
 	c.Kafka.Group = cmp.Or(c.Kafka.Group, "hookyard-processor")
+	if err := errors.Join(envErrs...); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// lookupOrFile returns the variable name, or when it is unset the contents of
+// the file that name_FILE points at.
+func lookupOrFile(lookup func(string) (string, bool), name string) (string, error) {
+	if v, ok := lookup(name); ok && v != "" {
+		return v, nil
+	}
+	if path, ok := lookup(name + "_FILE"); ok && path != "" {
+		return readSecretFile(path)
+	}
+	return "", nil
+}
+
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read secret file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 func (c *Config) validate() error {
@@ -187,8 +233,12 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("config: %s.secrets needs at least one secret", where))
 		}
 		for j, s := range ep.Secrets {
-			if s == "" || s == ":" {
+			user, pass, hasColon := strings.Cut(s, ":")
+			switch {
+			case s == "" || s == ":":
 				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] is empty (is its environment variable set?)", where, j))
+			case ep.Provider == provider.Chargebee && (!hasColon || user == "" || pass == ""):
+				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] must be \"username:password\" with both parts set (is a variable unset?)", where, j))
 			}
 		}
 	}

@@ -1,7 +1,11 @@
 package config_test
 
 import (
+	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +77,122 @@ endpoints:
 	}
 	_, err = config.Parse([]byte("endpointz: []\n"), lookup(nil))
 	require.ErrorContains(t, err, "endpointz")
+}
+
+// Production never runs on dev secrets: the example config with nothing set
+// is refused, naming each variable, and accepted once they are set.
+func TestProductionRefusesDevDefaults(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../hookyard.example.yaml")
+	require.NoError(t, err)
+	c, err := config.Parse(raw, lookup(nil))
+	require.NoError(t, err)
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	for _, v := range []string{"OPS_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHARGEBEE_WEBHOOK_PASSWORD", "GITHUB_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET"} {
+		require.Contains(t, err.Error(), v)
+	}
+
+	strong := map[string]string{
+		"OPS_TOKEN":                  "0123456789abcdef0123456789abcdef",
+		"STRIPE_WEBHOOK_SECRET":      "whsec_prod",
+		"CHARGEBEE_WEBHOOK_USERNAME": "cb", "CHARGEBEE_WEBHOOK_PASSWORD": "cb-prod-password",
+		"GITHUB_WEBHOOK_SECRET":   "gh-prod",
+		"STANDARD_WEBHOOK_SECRET": "whsec_cHJvZC1zdGFuZGFyZC13ZWJob29rcy1rZXk=",
+	}
+	c, err = config.Parse(raw, lookup(strong))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+
+	for token, why := range map[string]string{
+		"":                                "unset",
+		config.OpsTokenDevDefault:         "dev token",
+		"short-token-of-31-bytes-xxxxxxx": "31 bytes",
+	} {
+		env := maps.Clone(strong)
+		env["OPS_TOKEN"] = token
+		c, err = config.Parse(raw, lookup(env))
+		require.NoError(t, err)
+		err = c.CheckProduction()
+		require.ErrorIs(t, err, config.ErrDevDefault, why)
+		require.Contains(t, err.Error(), "OPS_TOKEN", why)
+	}
+}
+
+// Every fallback of a secret in the example config is in DevSecrets, so a
+// new dev secret added to the file cannot slip into production.
+func TestDevSecretsListEveryFallbackOfTheExampleConfig(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../hookyard.example.yaml")
+	require.NoError(t, err)
+	found := 0
+	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+):-([^}]*)\}`).FindAllStringSubmatch(string(raw), -1) {
+		name, def := m[1], m[2]
+		if !strings.Contains(name, "SECRET") && !strings.Contains(name, "PASSWORD") && !strings.Contains(name, "TOKEN") {
+			continue
+		}
+		found++
+		require.Equal(t, name, config.DevSecrets[def], "fallback of %s", name)
+	}
+	require.Equal(t, len(config.DevSecrets), found)
+}
+
+// Secrets can come from files (Docker and Kubernetes secrets): ${file:PATH}
+// in the config, and VAR_FILE for any variable, OPS_TOKEN_FILE included.
+func TestSecretsAreReadFromFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(v), 0o600))
+		return p
+	}
+	direct := write("direct", "whsec_from_file\n")
+	viaVar := write("viaVar", "gh-from-file\r\n")
+	token := write("token", "0123456789abcdef0123456789abcdef\n")
+	doc := `endpoints:
+  - {id: s, provider: stripe, source_account: a, environment: test, secrets: ["${file:` + direct + `}"]}
+  - {id: g, provider: github, source_account: o, environment: prod, secrets: ["${GH_SECRET:-dev}"]}
+`
+	c, err := config.Parse([]byte(doc), lookup(map[string]string{"GH_SECRET_FILE": viaVar, "OPS_TOKEN_FILE": token}))
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_from_file"}, c.Endpoints[0].Secrets)
+	require.Equal(t, []string{"gh-from-file"}, c.Endpoints[1].Secrets)
+	require.Equal(t, "0123456789abcdef0123456789abcdef", c.OpsToken)
+
+	_, err = config.Parse([]byte(doc), lookup(map[string]string{"GH_SECRET_FILE": filepath.Join(dir, "missing")}))
+	require.ErrorContains(t, err, "read secret file")
+}
+
+// A Chargebee credential with an empty username or password (an unset
+// variable in "${U}:${P}") is a config error, not a secret that matches.
+func TestChargebeeSecretsNeedBothParts(t *testing.T) {
+	t.Parallel()
+	for _, secret := range []string{"user:", ":pass", "nocolon"} {
+		doc := `endpoints:
+  - {id: c, provider: chargebee, source_account: s, environment: test, secrets: ["` + secret + `"]}
+`
+		_, err := config.Parse([]byte(doc), lookup(nil))
+		require.ErrorContains(t, err, "endpoints[0].secrets[0]", secret)
+	}
+}
+
+// The config the Docker image ships has no fallback for any secret: with
+// nothing set it does not load, and nothing in it is a dev secret.
+func TestShippedProductionConfigCarriesNoSecrets(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../deploy/hookyard.yaml")
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), ":-", "no fallbacks in the production config")
+	_, err = config.Parse(raw, lookup(nil))
+	require.Error(t, err)
+	env := map[string]string{
+		"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "STRIPE_ACCOUNT_ID": "acct_1", "STRIPE_ENVIRONMENT": "live",
+		"STRIPE_WEBHOOK_SECRET": "whsec_x", "CHARGEBEE_SITE": "site", "CHARGEBEE_ENVIRONMENT": "live",
+		"CHARGEBEE_WEBHOOK_USERNAME": "u", "CHARGEBEE_WEBHOOK_PASSWORD": "p", "GITHUB_ORG": "org", "GITHUB_WEBHOOK_SECRET": "g",
+		"STANDARD_SENDER": "s", "STANDARD_ENVIRONMENT": "live", "STANDARD_WEBHOOK_SECRET": "whsec_cHJvZA==",
+	}
+	c, err := config.Parse(raw, lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
 }

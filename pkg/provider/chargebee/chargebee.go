@@ -112,8 +112,10 @@ func matchAny(secrets []string, user, pass string) bool {
 	for _, s := range secrets {
 		su, sp, ok := strings.Cut(s, ":")
 		usable := 0
-		if ok && su != "" {
-			// A secret without a username is misconfigured; it must never match.
+		if ok && su != "" && sp != "" {
+			// A secret without a username or without a password is
+			// misconfigured (an unset variable in "${U}:${P}"); it must never
+			// match, or an empty password would authenticate.
 			usable = 1
 		}
 		wu, wp := sha256.Sum256([]byte(su)), sha256.Sum256([]byte(sp))

@@ -100,8 +100,8 @@ func TestVerifyWrongCredentials(t *testing.T) {
 
 func TestVerifyMisconfiguredSecretsNeverMatch(t *testing.T) {
 	t.Parallel()
-	ep := endpoint("", "nocolon", ":onlypassword")
-	for _, c := range [][2]string{{"", ""}, {"nocolon", ""}, {"", "onlypassword"}} {
+	ep := endpoint("", "nocolon", ":onlypassword", "onlyuser:", ":")
+	for _, c := range [][2]string{{"", ""}, {"nocolon", ""}, {"", "onlypassword"}, {"onlyuser", ""}} {
 		_, err := Verifier{}.Verify(ep, auth(BasicAuth(c[0], c[1])), []byte(subCancelled), time.Now())
 		require.ErrorIs(t, err, provider.ErrUnauthenticated, c)
 	}

@@ -127,6 +127,25 @@ func TestVerifyStale(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A signature from the future is refused like a stale one: a clock far ahead
+// (or a captured, future-dated signature) must not widen the replay window.
+func TestVerifyRefusesTimestampsFromTheFuture(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	body := []byte(subUpdated)
+	signed := now.Add(10 * time.Minute)
+	_, err := Verifier{}.Verify(endpoint(), header(Sign(body, secret, signed)), body, now)
+	require.ErrorIs(t, err, provider.ErrStaleSignature)
+
+	// Within the tolerance, clock skew is accepted.
+	_, err = Verifier{}.Verify(endpoint(), header(Sign(body, secret, now.Add(time.Minute))), body, now)
+	require.NoError(t, err)
+	ep := endpoint()
+	ep.Tolerance = 15 * time.Minute
+	_, err = Verifier{}.Verify(ep, header(Sign(body, secret, signed)), body, now)
+	require.NoError(t, err)
+}
+
 func TestVerifyTamperedBody(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
