@@ -9,16 +9,18 @@
 package receiver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
@@ -38,6 +41,15 @@ const (
 	AddrDefault          = "127.0.0.1:8080"
 	BodyLimitDefault     = 1 << 20
 	CommitTimeoutDefault = 5 * time.Second
+	// GitHubBodyLimitDefault is GitHub's own cap on a delivery: "Payloads
+	// are capped at 25 MB" (docs.github.com/en/webhooks/webhook-events-and-payloads#payload-cap).
+	GitHubBodyLimitDefault = 25 << 20
+	// ReadTimeoutDefault is GitHub's delivery deadline: it gives up on a
+	// delivery after 10 s (docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/troubleshooting-webhooks#timed-out).
+	ReadTimeoutDefault    = 10 * time.Second
+	MaxConnsDefault       = 1024
+	BodyBytesDefault      = 64 << 20
+	bodyBudgetWaitDefault = time.Second
 )
 
 // Config configures a receiver.
@@ -46,9 +58,22 @@ type Config struct {
 	Addr string
 	// Endpoints are the webhook endpoints served. Required.
 	Endpoints []provider.Endpoint
-	// BodyLimit caps a delivery's size; larger ones get 413. Defaults to
-	// BodyLimitDefault (1 MiB).
+	// BodyLimit caps a delivery's size; larger ones get 413. An endpoint's
+	// own body_limit wins. Defaults to BodyLimitDefault (1 MiB), and to
+	// GitHubBodyLimitDefault for GitHub endpoints.
 	BodyLimit int64
+	// ReadTimeout bounds the time a client has to send a whole request,
+	// headers and body. Defaults to ReadTimeoutDefault.
+	ReadTimeout time.Duration
+	// MaxConns caps open connections. Defaults to MaxConnsDefault.
+	MaxConns int
+	// BodyBytes caps the bytes of bodies being read at once, reserved by
+	// each request up front from its Content-Length (or its endpoint's limit
+	// when the length is unknown). A request that finds no room within a
+	// second is answered 503 and retried by the provider; memory stays
+	// bounded however many clients send at once. Must be at least the
+	// largest endpoint limit. Defaults to BodyBytesDefault (64 MiB).
+	BodyBytes int64
 	// CommitTimeout bounds the wait for the database; past it the answer is
 	// 503 and the provider retries. Defaults to CommitTimeoutDefault, well
 	// under the providers' deadlines (GitHub: 10 s).
@@ -67,6 +92,9 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.Addr = cmp.Or(c.Addr, AddrDefault)
 	c.BodyLimit = cmp.Or(c.BodyLimit, BodyLimitDefault)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
+	c.BodyBytes = cmp.Or(c.BodyBytes, BodyBytesDefault)
 	c.CommitTimeout = cmp.Or(c.CommitTimeout, CommitTimeoutDefault)
 	if c.Registerer == nil {
 		reg := prometheus.NewRegistry()
@@ -82,8 +110,21 @@ func (c Config) WithDefaults() Config {
 }
 
 type route struct {
-	ep       *provider.Endpoint
-	verifier provider.Verifier
+	ep        *provider.Endpoint
+	verifier  provider.Verifier
+	bodyLimit int64
+}
+
+// bodyLimit is the endpoint's own limit, else the provider's, else the
+// receiver's.
+func bodyLimit(ep *provider.Endpoint, def int64) int64 {
+	switch {
+	case ep.BodyLimit > 0:
+		return ep.BodyLimit
+	case ep.Provider == provider.GitHub:
+		return max(def, GitHubBodyLimitDefault)
+	}
+	return def
 }
 
 // Receiver serves webhook intake.
@@ -95,6 +136,7 @@ type Receiver struct {
 	committer *inbox.Committer
 	echo      *echo.Echo
 	m         *metrics
+	bodies    *semaphore.Weighted
 }
 
 // New validates the endpoints and builds the receiver. Stop releases it.
@@ -110,13 +152,20 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Receiver, error) {
 		if _, dup := r.routes[ep.ID]; dup {
 			return nil, fmt.Errorf("receiver config: endpoint %q defined twice", ep.ID)
 		}
-		r.routes[ep.ID] = route{ep: ep, verifier: v}
+		rt := route{ep: ep, verifier: v, bodyLimit: bodyLimit(ep, cfg.BodyLimit)}
+		if rt.bodyLimit > cfg.BodyBytes {
+			return nil, fmt.Errorf("receiver config: endpoint %q: body limit %d exceeds receiver.body_bytes %d", ep.ID, rt.bodyLimit, cfg.BodyBytes)
+		}
+		r.routes[ep.ID] = rt
 	}
+	r.bodies = semaphore.NewWeighted(cfg.BodyBytes)
 	r.m = newMetrics(cfg.Registerer)
 	r.committer = inbox.NewCommitter(pool, r.log, cfg.Commit)
 	e := health.NewEcho()
 	e.POST("/webhooks/:endpoint_id", r.handle)
-	health.Register(e, cfg.Gatherer, func(ctx context.Context) error { return pool.Ping(ctx) })
+	// The public port serves webhooks and probes only: metrics name endpoint
+	// ids and traffic, and go to METRICS_ADDR like every service's.
+	health.RegisterProbes(e, r.log, func(ctx context.Context) error { return pool.Ping(ctx) })
 	r.echo = e
 	return r, nil
 }
@@ -127,7 +176,18 @@ func (r *Receiver) Handler() http.Handler { return r.echo }
 // Run serves on cfg.Addr until ctx ends.
 func (r *Receiver) Run(ctx context.Context) error {
 	defer r.committer.Stop()
-	return health.Serve(ctx, r.echo, r.cfg.Addr, r.log)
+	return health.ServeWith(ctx, r.echo, r.cfg.Addr, r.log, r.serverConfig())
+}
+
+// ServeListener serves on ln, with the receiver's connection and time
+// bounds, until ctx ends.
+func (r *Receiver) ServeListener(ctx context.Context, ln net.Listener) error {
+	return health.ServeListener(ctx, r.echo, ln, r.log, r.serverConfig())
+}
+
+func (r *Receiver) serverConfig() health.ServerConfig {
+	return health.ServerConfig{ReadHeaderTimeout: r.cfg.ReadTimeout, ReadTimeout: r.cfg.ReadTimeout,
+		WriteTimeout: r.cfg.ReadTimeout + r.cfg.CommitTimeout + 5*time.Second, MaxConns: r.cfg.MaxConns}
 }
 
 // Stop releases the commit workers (for callers that use Handler only).
@@ -143,6 +203,7 @@ const (
 	CodeMalformed        = "malformed_event"
 	CodeScope            = "outside_endpoint_scope"
 	CodeUnavailable      = "unavailable"
+	CodeTimeout          = "request_timeout"
 )
 
 type errorBody struct {
@@ -176,14 +237,21 @@ func (r *Receiver) handle(c echo.Context) error {
 	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
 		return r.refuse(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type must be application/json")
 	}
-	if req.ContentLength > r.cfg.BodyLimit {
-		return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", r.cfg.BodyLimit))
+	limit := rt.bodyLimit
+	if req.ContentLength > limit {
+		return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, r.cfg.BodyLimit))
+	body, err := r.readBody(c, limit)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", r.cfg.BodyLimit))
+		switch {
+		case errors.As(err, &tooLarge):
+			return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return r.refuse(c, http.StatusRequestTimeout, CodeTimeout, "body not received within the read timeout")
+		case errors.Is(err, errBusy):
+			c.Response().Header().Set("Retry-After", "5")
+			return r.refuse(c, http.StatusServiceUnavailable, CodeUnavailable, "too many deliveries being read; retry later")
 		}
 		return r.refuse(c, http.StatusBadRequest, CodeMalformed, "could not read body")
 	}
@@ -231,6 +299,30 @@ func (r *Receiver) handle(c echo.Context) error {
 	r.m.results.WithLabelValues(res.String()).Inc()
 	r.m.latency.Observe(time.Since(start).Seconds())
 	return c.JSON(http.StatusOK, acceptBody{Status: res.String(), EventID: ev.ID})
+}
+
+var errBusy = errors.New("body budget exhausted")
+
+// readBody reads the body within limit, holding its share of the receiver's
+// body budget while it reads. The share is what the client announced, or the
+// whole limit when it announced nothing (chunked).
+func (r *Receiver) readBody(c echo.Context, limit int64) ([]byte, error) {
+	req := c.Request()
+	share := limit
+	if req.ContentLength >= 0 {
+		share = max(req.ContentLength, 1)
+	}
+	wait, cancel := context.WithTimeout(req.Context(), bodyBudgetWaitDefault)
+	err := r.bodies.Acquire(wait, share)
+	cancel()
+	if err != nil {
+		return nil, errBusy
+	}
+	defer r.bodies.Release(share)
+	buf := make([]byte, 0, min(max(req.ContentLength, 512), limit)+1)
+	w := bytes.NewBuffer(buf)
+	_, err = w.ReadFrom(http.MaxBytesReader(c.Response(), req.Body, limit))
+	return w.Bytes(), err
 }
 
 // maxIdentityLen bounds the fields that name an event and its resource;

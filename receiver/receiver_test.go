@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookyard/hookyard/internal/promread"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
@@ -807,7 +809,8 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 
 	t.Run("live database", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, receiver.Config{})
+		reg := prometheus.NewRegistry()
+		b := setup(t, receiver.Config{Registerer: reg, Gatherer: reg})
 		code, _ := get(t, b, "/healthz")
 		require.Equal(t, http.StatusOK, code)
 		code, body := get(t, b, "/readyz")
@@ -815,9 +818,13 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 
 		res := b.post(t, stripeDelivery("stripe-test", stripeBody("evt_metric", "customer.subscription.updated", "sub_1", nil)))
 		require.Equal(t, http.StatusOK, res.code)
-		code, body = get(t, b, "/metrics")
-		require.Equal(t, http.StatusOK, code)
-		require.Contains(t, body, `hookyard_receiver_events_total{result="accepted"} 1`)
+		n, ok, err := promread.Sum(reg, "hookyard_receiver_events_total", map[string]string{"result": "accepted"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, 1.0, n)
+		// The public port serves webhooks and probes only; metrics are on METRICS_ADDR.
+		code, _ = get(t, b, "/metrics")
+		require.Equal(t, http.StatusNotFound, code)
 	})
 
 	t.Run("dead database", func(t *testing.T) {
@@ -827,6 +834,7 @@ func TestHealthReadinessAndMetrics(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "alive even when the database is not")
 		code, body := get(t, b, "/readyz")
 		require.Equal(t, http.StatusServiceUnavailable, code, body)
+		require.JSONEq(t, `{"status":"unavailable"}`, body, "no database error text on the public port")
 	})
 }
 

@@ -173,7 +173,7 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		if err != nil {
 			return err
 		}
-		return r.Run(ctx)
+		return withMetrics(ctx, e, r.Run)
 	case "api":
 		return health.Serve(ctx, e.opsAPI(), cfg.OpsAddr, log)
 	case "outbox-relay":

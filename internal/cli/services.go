@@ -86,8 +86,10 @@ func ensureTopic(ctx context.Context, cfg *config.Config, seeds []string) error 
 }
 
 func (e *env) receiver() (*receiver.Receiver, error) {
+	rc := e.cfg.Receiver
 	return receiver.New(e.pool, e.log, receiver.Config{Addr: e.cfg.HTTPAddr, Endpoints: e.cfg.Endpoints,
-		BodyLimit: e.cfg.Receiver.BodyLimit, CommitTimeout: e.cfg.Receiver.CommitTimeout,
+		BodyLimit: rc.BodyLimit, CommitTimeout: rc.CommitTimeout, ReadTimeout: rc.ReadTimeout,
+		MaxConns: rc.MaxConnections, BodyBytes: rc.BodyBytes,
 		Commit:     inbox.CommitterConfig{Workers: e.cfg.Receiver.CommitWorkers, MaxBatch: e.cfg.Receiver.MaxBatch},
 		Registerer: e.reg, Gatherer: e.reg})
 }

@@ -73,8 +73,18 @@ type Processor struct {
 
 // Receiver options.
 type Receiver struct {
-	BodyLimit     int64         `yaml:"body_limit"`
+	// BodyLimit caps a delivery (bytes) unless its endpoint sets its own.
+	// Defaults to 1 MiB (25 MiB for GitHub endpoints).
+	BodyLimit int64 `yaml:"body_limit"`
+	// CommitTimeout bounds the wait for Postgres before a 503. Defaults to 5s.
 	CommitTimeout time.Duration `yaml:"commit_timeout"`
+	// ReadTimeout bounds the time a client has to send headers and body.
+	// Defaults to 10s, GitHub's own delivery deadline.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// MaxConnections caps open connections. Defaults to 1024.
+	MaxConnections int `yaml:"max_connections"`
+	// BodyBytes caps the bytes of bodies being read at once. Defaults to 64 MiB.
+	BodyBytes int64 `yaml:"body_bytes"`
 	// CommitWorkers is how many group-commit statements run at once.
 	CommitWorkers int `yaml:"commit_workers"`
 	// MaxBatch caps the events coalesced into one statement.

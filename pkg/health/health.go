@@ -4,6 +4,7 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,13 +17,22 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 )
 
 // Check reports whether a dependency is usable.
 type Check func(ctx context.Context) error
 
-// Register adds the three routes to e.
+// Register adds /healthz, /readyz and /metrics to e.
 func Register(e *echo.Echo, gatherer prometheus.Gatherer, checks ...Check) {
+	RegisterProbes(e, nil, checks...)
+	RegisterMetrics(e, gatherer)
+}
+
+// RegisterProbes adds /healthz and /readyz to e. A failed check answers 503
+// without its error text, which can name hosts, users and databases; the
+// error goes to log (when not nil) instead.
+func RegisterProbes(e *echo.Echo, log *slog.Logger, checks ...Check) {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -31,11 +41,18 @@ func Register(e *echo.Echo, gatherer prometheus.Gatherer, checks ...Check) {
 		defer cancel()
 		for _, check := range checks {
 			if err := check(ctx); err != nil {
-				return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+				if log != nil {
+					log.WarnContext(ctx, "not ready", slog.String("error", err.Error()))
+				}
+				return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 			}
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
+}
+
+// RegisterMetrics adds the Prometheus page /metrics to e.
+func RegisterMetrics(e *echo.Echo, gatherer prometheus.Gatherer) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 }
 
@@ -49,21 +66,71 @@ func NewEcho() *echo.Echo {
 	return e
 }
 
-// Serve runs e on addr until ctx ends, then shuts it down gracefully.
+// Defaults of ServerConfig.
+const (
+	ReadHeaderTimeoutDefault = 10 * time.Second
+	ReadTimeoutDefault       = 30 * time.Second
+	IdleTimeoutDefault       = 60 * time.Second
+	MaxConnsDefault          = 1024
+)
+
+// ServerConfig bounds what HTTP clients can hold: time to send headers and
+// body, idle keep-alive connections, and connections open at once. Without
+// these a client that sends headers and then one byte every few seconds keeps
+// a connection and a goroutine forever.
+type ServerConfig struct {
+	// ReadHeaderTimeout bounds reading the request headers. Defaults to
+	// ReadHeaderTimeoutDefault.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included. Defaults to
+	// ReadTimeoutDefault.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end of
+	// the answer. Defaults to ReadTimeout plus 30 s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long. Defaults to
+	// IdleTimeoutDefault.
+	IdleTimeout time.Duration
+	// MaxConns caps connections open at once; further ones wait in the
+	// kernel's accept queue. Defaults to MaxConnsDefault.
+	MaxConns int
+}
+
+// WithDefaults returns c with defaults filled in.
+func (c ServerConfig) WithDefaults() ServerConfig {
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, c.ReadTimeout+30*time.Second)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
+	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
+	return c
+}
+
+// Serve runs e on addr until ctx ends, then shuts it down gracefully, with
+// the default ServerConfig.
 func Serve(ctx context.Context, e *echo.Echo, addr string, log *slog.Logger) error {
+	return ServeWith(ctx, e, addr, log, ServerConfig{})
+}
+
+// ServeWith is Serve with explicit server bounds.
+func ServeWith(ctx context.Context, e http.Handler, addr string, log *slog.Logger, cfg ServerConfig) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return ServeListener(ctx, e, ln, log)
+	return ServeListener(ctx, e, ln, log, cfg)
 }
 
-// ServeListener is Serve on an open listener.
-func ServeListener(ctx context.Context, e *echo.Echo, ln net.Listener, log *slog.Logger) error {
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+// ServeListener serves h on an open listener until ctx ends.
+func ServeListener(ctx context.Context, h http.Handler, ln net.Listener, log *slog.Logger, cfg ServerConfig) error {
+	cfg = cfg.WithDefaults()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: 64 << 10}
+	limited := netutil.LimitListener(ln, cfg.MaxConns)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()))
+	go func() { errc <- srv.Serve(limited) }()
+	log.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()), slog.Int("max_conns", cfg.MaxConns),
+		slog.Duration("read_timeout", cfg.ReadTimeout))
 	select {
 	case err := <-errc:
 		return err

@@ -53,6 +53,10 @@ type Endpoint struct {
 	EventTypes []string `yaml:"event_types"`
 	// Tolerance bounds the age of signature timestamps. Defaults to 300s.
 	Tolerance time.Duration `yaml:"tolerance"`
+	// BodyLimit caps this endpoint's deliveries in bytes; larger ones get
+	// 413. Defaults to receiver.body_limit (1 MiB), and to 25 MiB for GitHub,
+	// which sends up to 25 MB.
+	BodyLimit int64 `yaml:"body_limit"`
 	// StoreRaw keeps the raw body bytes beside the parsed payload. Defaults to false.
 	StoreRaw bool `yaml:"store_raw"`
 	// Incremental declares that events carry deltas rather than snapshots, so a
