@@ -159,8 +159,12 @@ func (c *Committer) work() {
 	}
 }
 
-// commit writes one batch. The deadline is the earliest of the requests'
-// deadlines, so no request waits past its own.
+// commit writes one batch. The statement's deadline is the latest of the
+// requests' deadlines: one request about to expire must not cancel the
+// statement for the others (they would all be answered 503). A request
+// whose own deadline passes still waits for the statement's outcome, at
+// most as long as its batch mates' deadlines, which are within the batch's
+// coalescing window of its own.
 func (c *Committer) commit(batch []*request) {
 	live := batch[:0:0]
 	for _, r := range batch {
@@ -176,7 +180,12 @@ func (c *Committer) commit(batch []*request) {
 	ctx := context.WithoutCancel(live[0].ctx)
 	var deadline time.Time
 	for _, r := range live {
-		if d, ok := r.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		d, ok := r.ctx.Deadline()
+		if !ok {
+			deadline = time.Time{}
+			break
+		}
+		if d.After(deadline) {
 			deadline = d
 		}
 	}
@@ -235,6 +244,10 @@ WITH input AS (
                 WHEN status = 'dead' THEN 'malformed' END,
            last_error, occurred_at
     FROM input
+    -- Rows go in in one fixed order (by key), whatever order requests arrived
+    -- in: two statements that share keys then wait on each other in one
+    -- direction only and cannot deadlock (40P01 would fail both batches).
+    ORDER BY provider, source_account, environment, event_id
     ON CONFLICT DO NOTHING
     RETURNING provider, source_account, environment, event_id, status
 ), out AS (
