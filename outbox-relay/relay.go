@@ -564,7 +564,11 @@ SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[])`, 
 	if len(gone.ids) > 0 {
 		if _, err := b.conn.Exec(ctx, `
 INSERT INTO outbox_dead (id, message_key, message, created_at, error)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])`, gone.ids, gone.keys, gone.msgs, gone.created, gone.errs); err != nil {
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
+-- Moved here before and copied back without a DELETE: refused again, it
+-- updates its dead row; a duplicate key would fail the whole batch forever.
+ON CONFLICT (id) DO UPDATE SET message_key = EXCLUDED.message_key, message = EXCLUDED.message,
+    created_at = EXCLUDED.created_at, error = EXCLUDED.error, failed_at = now()`, gone.ids, gone.keys, gone.msgs, gone.created, gone.errs); err != nil {
 			return 0, 0, err
 		}
 	}

@@ -420,3 +420,41 @@ func TestRefusedRecordMovesToOutboxDead(t *testing.T) {
 	defer pub.mu.Unlock()
 	require.Len(t, pub.acked, n-want)
 }
+
+// A row moved to outbox_dead a second time (an operator copied it back
+// without deleting it from outbox_dead, and the broker still refuses it)
+// updates its dead row instead of failing the batch, so the rows claimed
+// with it still go out.
+func TestRowRefusedAgainAfterCopyBackUpdatesItsDeadRow(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	const n = 100
+	fill(t, s, n)
+	poisoned := "stripe/acct/test/subscription/sub_5"
+	pub := &flakyPublisher{acked: map[string]int{}, fail: map[string]bool{}, refuse: map[string]bool{poisoned: true}}
+	reg := prometheus.NewRegistry()
+	start(t, s, nil, outboxrelay.Config{Publisher: pub, BatchSize: 50, NoListen: true, PollInterval: 20 * time.Millisecond, Registerer: reg})
+	waitEmpty(t, s, 10*time.Second)
+	deadRows := func() int {
+		var n int
+		require.NoError(t, s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM outbox_dead`).Scan(&n))
+		return n
+	}
+	dead := deadRows()
+	require.Positive(t, dead)
+
+	// The operator's copy back, without the DELETE, together with new rows.
+	_, err := s.Pool.Exec(t.Context(), `INSERT INTO outbox (id, message_key, message, created_at) SELECT id, message_key, message, created_at FROM outbox_dead`)
+	require.NoError(t, err)
+	fill(t, s, n)
+	waitEmpty(t, s, 10*time.Second)
+	require.Equal(t, 2*dead, deadRows(), "one dead row per outbox row, the copied-back ones updated")
+	require.Zero(t, metric(t, reg, "hookyard_outbox_publish_failures_total"), "the second move failed no batch")
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	acked := 0
+	for _, c := range pub.acked {
+		acked += c
+	}
+	require.Equal(t, 2*(n-dead), acked, "every other row went out once per insert")
+}

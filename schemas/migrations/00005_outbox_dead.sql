@@ -2,8 +2,8 @@
 -- relay moves them here, with the broker's error, instead of retrying them
 -- at the head of the outbox forever. Nothing is dropped; an operator can
 -- inspect them and, once the cause is fixed, move them back:
---   INSERT INTO outbox (id, message_key, message, created_at)
---   SELECT id, message_key, message, created_at FROM outbox_dead WHERE ...;
+--   WITH moved AS (DELETE FROM outbox_dead WHERE ... RETURNING id, message_key, message, created_at)
+--   INSERT INTO outbox (id, message_key, message, created_at) SELECT * FROM moved;
 
 -- +goose Up
 CREATE TABLE outbox_dead (
