@@ -10,6 +10,13 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
+// SubscriptionTerminal are the subscription statuses Stripe never leaves:
+// "canceled" (a canceled subscription cannot be updated) and
+// "incomplete_expired" ("a terminal state",
+// https://docs.stripe.com/api/subscriptions/object#subscription_object-status).
+// A projection in one of them needs no periodic re-check.
+var SubscriptionTerminal = []string{"canceled", "incomplete_expired"}
+
 // Scope is whose data an API call reads: an endpoint's source account and
 // environment, the same pair that starts every resource's key.
 type Scope struct {

@@ -192,17 +192,18 @@ func (c *Client) checkMode(path, id string, livemode *bool) error {
 	return nil
 }
 
-// List reads one page of ids of resourceType, in the API's order (newest
-// first), after startingAfter ("" for the first page). limit <= 0 leaves
+// List reads one page of resourceType, in the API's order (newest first),
+// after startingAfter ("" for the first page): each object's id and status
+// (statuses[i] is ids[i]'s, "" when the object has none). limit <= 0 leaves
 // Stripe's default. Subscriptions are listed with status=all: without it
 // Stripe leaves canceled ones out ("If no value is supplied, all
 // subscriptions that have not been canceled are returned",
 // https://docs.stripe.com/api/subscriptions/list), and a cancellation whose
 // webhook was lost would never be found.
-func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids []string, hasMore bool, err error) {
+func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids, statuses []string, hasMore bool, err error) {
 	plural, ok := plurals[resourceType]
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
+		return nil, nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
 	}
 	q := url.Values{}
 	if resourceType == "subscription" {
@@ -220,26 +221,27 @@ func (c *Client) List(ctx context.Context, account, resourceType, startingAfter 
 	}
 	body, err := c.do(ctx, account, path)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	var page struct {
 		Data []struct {
 			ID       string `json:"id"`
+			Status   string `json:"status"`
 			Livemode *bool  `json:"livemode"`
 		} `json:"data"`
 		HasMore bool `json:"has_more"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
+		return nil, nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
 	}
-	ids = make([]string, 0, len(page.Data))
+	ids, statuses = make([]string, 0, len(page.Data)), make([]string, 0, len(page.Data))
 	for _, d := range page.Data {
 		if err := c.checkMode(path, d.ID, d.Livemode); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
-		ids = append(ids, d.ID)
+		ids, statuses = append(ids, d.ID), append(statuses, d.Status)
 	}
-	return ids, page.HasMore, nil
+	return ids, statuses, page.HasMore, nil
 }
 
 // Live is the mode of the data the client's key reads (Config.Live).

@@ -71,7 +71,7 @@ func TestUnsupported(t *testing.T) {
 	sim, c := setup(t, stripeapi.Config{})
 	_, err := c.Get(t.Context(), "", "charge", "ch_1")
 	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
-	_, _, err = c.List(t.Context(), "", "charge", "", 10)
+	_, _, _, err = c.List(t.Context(), "", "charge", "", 10)
 	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
 	require.Zero(t, sim.APICalls())
 	require.Zero(t, c.Calls())
@@ -173,7 +173,7 @@ func TestListPagination(t *testing.T) {
 	var got []string
 	after, pages := "", 0
 	for {
-		ids, more, err := c.List(t.Context(), "", "subscription", after, 10)
+		ids, _, more, err := c.List(t.Context(), "", "subscription", after, 10)
 		require.NoError(t, err)
 		got = append(got, ids...)
 		pages++
@@ -185,7 +185,7 @@ func TestListPagination(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Equal(t, 3, pages)
 
-	ids, more, err := c.List(t.Context(), "", "subscription", "sub_000", 10)
+	ids, _, more, err := c.List(t.Context(), "", "subscription", "sub_000", 10)
 	require.NoError(t, err)
 	require.Empty(t, ids)
 	require.False(t, more)
@@ -226,10 +226,11 @@ func TestListAsksForEverySubscriptionStatus(t *testing.T) {
 	sim, c := setup(t, stripeapi.Config{})
 	sim.Put(stripesim.Subscription{ID: "sub_active", Status: "active", Created: 100})
 	sim.Put(stripesim.Subscription{ID: "sub_canceled", Status: "canceled", Created: 200})
-	ids, more, err := c.List(t.Context(), "", "subscription", "", 10)
+	ids, statuses, more, err := c.List(t.Context(), "", "subscription", "", 10)
 	require.NoError(t, err)
 	require.False(t, more)
 	require.Equal(t, []string{"sub_canceled", "sub_active"}, ids)
+	require.Equal(t, []string{"canceled", "active"}, statuses)
 }
 
 // An object whose livemode is not the credentials' mode (a live key on a test
@@ -249,7 +250,7 @@ func TestObjectOfTheOtherModeIsRefused(t *testing.T) {
 		_, err := testMode.Get(t.Context(), "", "subscription", "sub_live")
 		require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
 		require.ErrorContains(t, err, "livemode")
-		_, _, err = testMode.List(t.Context(), "", "subscription", "", 10)
+		_, _, _, err = testMode.List(t.Context(), "", "subscription", "", 10)
 		require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
 	}
 	require.Equal(t, "closed", testMode.BreakerState())
@@ -262,7 +263,7 @@ func TestObjectOfTheOtherModeIsRefused(t *testing.T) {
 	body, err := right.Get(t.Context(), "", "subscription", "sub_live")
 	require.NoError(t, err)
 	require.Contains(t, string(body), `"livemode":true`)
-	ids, _, err := right.List(t.Context(), "", "subscription", "", 10)
+	ids, _, _, err := right.List(t.Context(), "", "subscription", "", 10)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sub_live"}, ids)
 }
