@@ -208,11 +208,19 @@ func (c *Config) validate() error {
 			if ep.StripeAccount != "" {
 				errs = append(errs, fmt.Errorf("config: %s.stripe_account is only read for stripe endpoints", where))
 			}
-		} else if err := stripeapi.CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
-			// A live key on a test endpoint would fetch live objects into the
-			// test environment's projections (the processor refuses them, but
-			// every event would die); say so at start.
-			errs = append(errs, fmt.Errorf("config: %s.api_key %w (environment %q)", where, err, ep.Environment))
+		} else if ep.StripeAccount != "" && ep.StripeAccount != ep.SourceAccount {
+			// The receiver accepts a Connect event only when its "account" is
+			// the endpoint's source account; reading another account's API
+			// would project data whose events this endpoint refuses.
+			errs = append(errs, fmt.Errorf("config: %s.stripe_account %q must equal source_account %q", where, ep.StripeAccount, ep.SourceAccount))
+		}
+		if ep.Provider == provider.Stripe {
+			if err := stripeapi.CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
+				// A live key on a test endpoint would fetch live objects into the
+				// test environment's projections (the processor refuses them, but
+				// every event would die); say so at start.
+				errs = append(errs, fmt.Errorf("config: %s.api_key %w (environment %q)", where, err, ep.Environment))
+			}
 		}
 	}
 	if c.Relay.BatchSize < 0 || c.Relay.InFlight < 0 || c.Relay.PollInterval < 0 || c.Relay.ProduceTimeout < 0 {

@@ -128,8 +128,9 @@ func TestExampleStripeEndpointHasADevAPIKey(t *testing.T) {
 
 // API credentials that cannot be right are refused at load, naming the
 // field: a key whose name says it is of the other mode than the endpoint's
-// environment, and credentials on an endpoint whose provider has no API
-// client (they would be silently unused).
+// environment, credentials on an endpoint whose provider has no API client
+// (they would be silently unused), and a Connect account other than the
+// endpoint's source account (the receiver refuses that account's events).
 func TestEndpointAPICredentialsThatCannotBeRightAreRefused(t *testing.T) {
 	t.Parallel()
 	_, err := config.Parse([]byte(`
@@ -153,12 +154,19 @@ endpoints:
     secrets: ["u:p"]
     api_key: cb_key
     stripe_account: acct_x
+  - id: d
+    provider: stripe
+    source_account: acme
+    environment: test
+    secrets: [whsec_d]
+    stripe_account: acct_123
 `), lookup(nil))
 	require.Error(t, err)
 	for _, want := range []string{
 		`endpoints[0].api_key`, "live-mode key for test-mode data",
 		`endpoints[1].api_key`, "test-mode key for live-mode data",
 		`endpoints[2].api_key`, `endpoints[2].stripe_account`,
+		`endpoints[3].stripe_account "acct_123" must equal source_account "acme"`,
 	} {
 		require.ErrorContains(t, err, want)
 	}
