@@ -7,21 +7,51 @@ import (
 	"fmt"
 
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
 )
 
-// StripeFetcher reads current Stripe state. A 404 is returned as an error
-// (the event is retried and, if it persists, dead): Stripe keeps canceled
-// subscriptions retrievable, so a missing one is unexplained and must never
-// become "canceled". A deleted object that Stripe reports as such
-// ({"deleted": true}) becomes a tombstone.
+// StripeFetcher reads current Stripe state with the credentials of the
+// resource's own endpoint: its source account and environment choose the API
+// key (and the Stripe-Account to act for), so that account B's projection is
+// never fetched with account A's key.
+//
+// A 404 is returned as an error (the event is retried and, if it persists,
+// dead): Stripe keeps canceled subscriptions retrievable, so a missing one is
+// unexplained and must never become "canceled". A deleted object that Stripe
+// reports as such ({"deleted": true}) becomes a tombstone. An object whose
+// livemode is not the resource's environment is an error too, never a write.
 type StripeFetcher struct {
+	// Accounts holds each Stripe endpoint's credentials. A resource of an
+	// account and environment it does not know fails; it is never read with
+	// another endpoint's key.
+	Accounts *stripeapi.Accounts
+	// Client reads every resource, acting for the key's own account, when
+	// Accounts is nil: one Stripe account, one key.
 	Client *stripeapi.Client
 }
 
+// errNoCredentials: no Stripe endpoint names the resource's account and
+// environment.
+var errNoCredentials = errors.New("no Stripe API credentials for this source account and environment")
+
 // Fetch implements Fetcher.
 func (f StripeFetcher) Fetch(ctx context.Context, r message.Resource) (Fetched, error) {
-	body, err := f.Client.Get(ctx, "", r.Type, r.ID)
+	cl, stripeAccount := f.Client, ""
+	if f.Accounts != nil {
+		a, ok := f.Accounts.For(r.SourceAccount, r.Environment)
+		if !ok {
+			return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w (%s/%s)", r.Type, r.ID, errNoCredentials, r.SourceAccount, r.Environment)
+		}
+		cl, stripeAccount = a.Client, a.StripeAccount
+	}
+	// The client refuses objects of its own mode's opposite; this makes sure
+	// its mode is the resource's environment, whoever built it.
+	if cl.Live() != provider.IsLive(r.Environment) {
+		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: the client reads live=%t data, the environment is %q",
+			r.Type, r.ID, stripeapi.ErrLivemodeMismatch, cl.Live(), r.Environment)
+	}
+	body, err := cl.Get(ctx, stripeAccount, r.Type, r.ID)
 	if errors.Is(err, stripeapi.ErrNotFound) {
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotFound, err)
 	}

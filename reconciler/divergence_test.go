@@ -16,15 +16,15 @@ import (
 )
 
 // A round counts what it found diverged from the provider: listed
-// subscriptions without a projection (missing) and projections parked on a
-// version gap (parked). A fresh projection is no divergence, nor is a stale
-// one it merely re-checks. Fails if the counter is removed or counts every
-// check.
+// subscriptions without a projection (missing), listed with another status
+// than their projection's (status) and projections parked on a version gap
+// (parked). A fresh projection is no divergence, nor is a stale one it
+// merely re-checks. Fails if the counter is removed or counts every check.
 func TestReconcilerCountsDivergences(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
 	ctx := context.Background()
-	for _, id := range []string{"sub_fresh", "sub_old", "sub_new_1", "sub_new_2"} {
+	for _, id := range []string{"sub_fresh", "sub_old", "sub_new_1", "sub_new_2", "sub_diverged"} {
 		p.Sim.Put(stripesim.Subscription{ID: id, Customer: "cus", Status: "active"})
 	}
 	_, err := p.Pool.Exec(ctx, `
@@ -32,6 +32,7 @@ INSERT INTO subscription_projection (provider, source_account, environment, reso
                                      fence_generation, observed_at, needs_reconcile)
 VALUES ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', 1, now(), false),
        ('stripe', $1, 'test', 'subscription', 'sub_old', '{}', 'active', 1, now() - interval '2 days', false),
+       ('stripe', $1, 'test', 'subscription', 'sub_diverged', '{}', 'past_due', 1, now(), false),
        ('chargebee', 'site', 'test', 'subscription', 'sub_gap', '{}', 'active', 1, now(), true)`, pipelinetest.StripeAccount)
 	require.NoError(t, err)
 
@@ -41,12 +42,13 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', 1, no
 			Environment: "test", ResourceType: "subscription", Lister: p.Stripe}}})
 	n, err := r.RunOnce(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, n, "sub_old, sub_new_1, sub_new_2 and the parked sub_gap")
+	require.EqualValues(t, 5, n, "sub_old, sub_new_1, sub_new_2, sub_diverged and the parked sub_gap")
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; parked: a projection waits for a missing version). Each one is sent as a check.
+# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status: the provider lists another status than the projection's; parked: a projection waits for a missing version). Each one is sent as a check.
 # TYPE hookyard_reconciler_divergences_total counter
 hookyard_reconciler_divergences_total{kind="missing",provider="stripe"} 2
 hookyard_reconciler_divergences_total{kind="parked",provider="chargebee"} 1
+hookyard_reconciler_divergences_total{kind="status",provider="stripe"} 1
 `), "hookyard_reconciler_divergences_total"))
 }

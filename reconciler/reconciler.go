@@ -1,13 +1,15 @@
 // Package reconciler finds what no webhook told us and sends it down the
 // same outbox → Kafka → processor path as a "check" message: resources the
-// provider lists that have no projection (or one older than StaleAfter), and
+// provider lists that have no projection or whose projection says another
+// status than the list, projections not observed for StaleAfter that are not
+// terminal (chosen from the database, whatever the list shows), and
 // projections parked with needs_reconcile. It never writes a projection
 // itself, so the fence and partition order still hold.
 //
 // It counts the divergences it finds itself (a listed resource with no
-// projection, a parked projection); what a check then finds when the
-// processor fetches the resource is recorded in projection_history and shown
-// by `hookyard explain`.
+// projection or another status, a parked projection); what a check then
+// finds when the processor fetches the resource is recorded in
+// projection_history and shown by `hookyard explain`.
 package reconciler
 
 import (
@@ -29,11 +31,18 @@ const (
 	StaleAfterDefault = 24 * time.Hour
 	PageSizeDefault   = 100
 	StuckAfterDefault = 10 * time.Minute
+	MaxStaleDefault   = 10000
 )
 
-// Lister pages through a provider's resources.
+// Lister pages through a provider's resources. It must list every resource
+// whatever its state: a list that leaves finished ones out (Stripe's
+// subscriptions without status=all) hides exactly the cancellations whose
+// webhook was lost.
 type Lister interface {
-	List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids []string, hasMore bool, err error)
+	// List returns one page after startingAfter ("" first): ids, and each
+	// one's status (statuses[i] is ids[i]'s; nil or "" when the lister
+	// cannot say).
+	List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids, statuses []string, hasMore bool, err error)
 }
 
 // Source is one provider account whose resources are listed.
@@ -45,7 +54,13 @@ type Source struct {
 	// APIAccount is sent to the provider API as the account to act for
 	// (Stripe-Account), or "" for the API key's own account.
 	APIAccount string
-	Lister     Lister
+	// Lister reads the account with the source's own credentials.
+	Lister Lister
+	// Terminal are the statuses the provider never moves a resource out of
+	// (Stripe: canceled, incomplete_expired). A stale projection in one of
+	// them, or deleted, is not re-checked. Defaults to none: only deleted
+	// projections are terminal.
+	Terminal []string
 }
 
 // Config configures a reconciler.
@@ -54,9 +69,13 @@ type Config struct {
 	Sources []Source
 	// Interval between rounds. Defaults to IntervalDefault.
 	Interval time.Duration
-	// StaleAfter re-checks projections not observed for this long. Defaults
-	// to StaleAfterDefault.
+	// StaleAfter re-checks projections of a source not observed for this
+	// long, unless terminal. Defaults to StaleAfterDefault.
 	StaleAfter time.Duration
+	// MaxStale caps the stale projections of one source checked per round,
+	// oldest first, so a provider outage (checks fail, projections stay
+	// stale) does not flood the topic. Defaults to MaxStaleDefault.
+	MaxStale int
 	// PageSize is the provider list page size. Defaults to PageSizeDefault.
 	PageSize int
 	// StuckAfter re-publishes events still pending after this long (their
@@ -85,14 +104,15 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 	cfg.StaleAfter = cmp.Or(cfg.StaleAfter, StaleAfterDefault)
 	cfg.PageSize = cmp.Or(cfg.PageSize, PageSizeDefault)
 	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, StuckAfterDefault)
+	cfg.MaxStale = cmp.Or(cfg.MaxStale, MaxStaleDefault)
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
 	r := &Reconciler{pool: pool, log: log.With(slog.String("service", "reconciler")), cfg: cfg,
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_checks_enqueued_total",
-			Help: "Messages enqueued, by reason (listed: missing or stale projection, parked, stuck)."}, []string{"reason"}),
+			Help: "Messages enqueued, by reason (listed: missing projection or another status than the provider lists; stale: not observed for stale_after and not terminal; parked; stuck)."}, []string{"reason"}),
 		divergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_divergences_total",
-			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; parked: a projection waits for a missing version). Each one is sent as a check."},
+			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status: the provider lists another status than the projection's; parked: a projection waits for a missing version). Each one is sent as a check."},
 			[]string{"provider", "kind"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_inbox_payloads_purged_total",
 			Help: "Finished events whose payload the retention purge dropped (identity and decision stay)."})}
@@ -121,22 +141,52 @@ const checkColumns = `concat_ws('/', provider, source_account, environment, reso
         'environment', environment, 'resource_type', resource_type, 'resource_id', resource_id,
         'enqueued_at', now(), 'reason', 'reconcile')`
 
-// enqueueListedSQL checks each listed resource whose projection is missing
-// or older than the stale age, and says how many it checked and how many of
-// them had no projection at all.
+// staleSQL is the condition under which enqueueStaleSQL checks a
+// projection p; enqueueListedSQL leaves those to it, so that a round checks
+// a resource once.
+const staleSQL = `(p.observed_at <= now() - make_interval(secs => $5::float8)
+    AND NOT p.deleted AND NOT p.needs_reconcile AND NOT coalesce(p.status = ANY($6::text[]), false))`
+
+// enqueueListedSQL checks each listed resource whose projection is missing,
+// or says another status than the list (a cancellation whose webhook was
+// lost, seen only with status=all), unless the stale or the parked step
+// checks it this round. It says how many it checked and how many of them had
+// no projection at all.
 const enqueueListedSQL = `
 WITH l AS (
     SELECT $1::text AS provider, $2::text AS source_account, $3::text AS environment, $4::text AS resource_type,
-           id AS resource_id, p.observed_at IS NULL AS missing
-    FROM unnest($5::text[]) AS id
+           k.id AS resource_id, p.observed_at IS NULL AS missing
+    FROM unnest($7::text[], $8::text[]) AS k(id, status)
     LEFT JOIN subscription_projection p
-      ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = id
-    WHERE p.observed_at IS NULL OR p.observed_at <= now() - make_interval(secs => $6::float8)
+      ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = k.id
+    WHERE p.observed_at IS NULL
+       OR (k.status <> '' AND p.status IS DISTINCT FROM k.status AND NOT p.deleted AND NOT p.needs_reconcile
+           AND NOT ` + staleSQL + `)
 ), ins AS (
     INSERT INTO outbox (message_key, message)
     SELECT ` + checkColumns + ` FROM l
 )
 SELECT count(*), count(*) FILTER (WHERE missing) FROM l`
+
+// enqueueStaleSQL checks a source's projections not observed for the stale
+// age that are not terminal, oldest first, from the database: the
+// provider's list is not trusted to show every resource (Stripe's leaves
+// canceled subscriptions out unless asked for status=all, and a list can
+// lag). It reads the source's range of the primary key; an index on
+// observed_at would make every projection write a non-HOT update.
+const enqueueStaleSQL = `
+WITH due AS (
+    SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
+    FROM subscription_projection p
+    WHERE p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4
+      AND ` + staleSQL + `
+    ORDER BY p.observed_at
+    LIMIT $7
+), ins AS (
+    INSERT INTO outbox (message_key, message)
+    SELECT ` + checkColumns + ` FROM due
+)
+SELECT count(*) FROM due`
 
 const enqueueParkedSQL = `
 WITH ins AS (
@@ -169,32 +219,60 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 	}
 	total += parked
 	for _, s := range r.cfg.Sources {
-		after := ""
-		for {
-			ids, more, err := s.Lister.List(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
-			if err != nil {
-				return total, fmt.Errorf("list %s %s for %s: %w", s.Provider, s.ResourceType, s.SourceAccount, err)
-			}
-			if len(ids) > 0 {
-				var checked, missing int64
-				if err := r.pool.QueryRow(ctx, enqueueListedSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType, ids,
-					r.cfg.StaleAfter.Seconds()).Scan(&checked, &missing); err != nil {
-					return total, fmt.Errorf("enqueue checks: %w", err)
-				}
-				total += checked
-				r.enqueued.WithLabelValues("listed").Add(float64(checked))
-				r.divergences.WithLabelValues(s.Provider, "missing").Add(float64(missing))
-				after = ids[len(ids)-1]
-			}
-			if !more || len(ids) == 0 {
-				break
-			}
+		n, err := r.reconcileSource(ctx, s)
+		total += n
+		if err != nil {
+			return total, err
 		}
 	}
 	if total > 0 {
 		r.log.InfoContext(ctx, "reconcile round", slog.Int64("checks", total))
 	}
 	return total, nil
+}
+
+// reconcileSource checks the source's stale projections, then pages
+// through its list.
+func (r *Reconciler) reconcileSource(ctx context.Context, s Source) (int64, error) {
+	terminal := s.Terminal
+	if terminal == nil {
+		terminal = []string{}
+	}
+	stale := r.cfg.StaleAfter.Seconds()
+	var total int64
+	if err := r.pool.QueryRow(ctx, enqueueStaleSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
+		stale, terminal, r.cfg.MaxStale).Scan(&total); err != nil {
+		return 0, fmt.Errorf("enqueue stale projections of %s %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
+	}
+	r.enqueued.WithLabelValues("stale").Add(float64(total))
+	after := ""
+	for {
+		ids, statuses, more, err := s.Lister.List(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
+		if err != nil {
+			return total, fmt.Errorf("list %s %s for %s/%s: %w", s.Provider, s.ResourceType, s.SourceAccount, s.Environment, err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		if len(statuses) != len(ids) {
+			statuses = make([]string, len(ids)) // the lister cannot say: missing projections only
+		}
+		var checked, missing int64
+		if err := r.pool.QueryRow(ctx, enqueueListedSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
+			stale, terminal, ids, statuses).Scan(&checked, &missing); err != nil {
+			return total, fmt.Errorf("enqueue checks: %w", err)
+		}
+		total += checked
+		r.enqueued.WithLabelValues("listed").Add(float64(checked))
+		r.divergences.WithLabelValues(s.Provider, "missing").Add(float64(missing))
+		if diverged := checked - missing; diverged > 0 {
+			r.divergences.WithLabelValues(s.Provider, "status").Add(float64(diverged))
+		}
+		if !more {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
 }
 
 func (r *Reconciler) enqueueParked(ctx context.Context) (int64, error) {

@@ -283,7 +283,7 @@ func (b *bench) fetchRun(ctx context.Context, procPool *pgxpool.Pool, poll int) 
 	sim.SetLatency(b.opts.simLatency)
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	scfg := stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_test_bench", RatePerSecond: 100_000, Burst: 100_000}
+	scfg := stripeapi.Config{BaseURL: srv.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 100_000, Burst: 100_000}
 	if n := b.opts.stripeIdleConns; n > 0 {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = n

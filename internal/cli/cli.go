@@ -63,9 +63,8 @@ Operations:
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
 
 Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
-METRICS_ADDR, KAFKA_BROKERS,
-STRIPE_API_BASE, STRIPE_API_KEY, HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL,
-SIM_ADDR (dev only).
+METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints without
+their own api_key), HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
 `
 
 // Main runs the binary and returns its exit code.
@@ -192,7 +191,11 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		}
 		return withMetrics(ctx, e, p.Run)
 	case "reconciler":
-		return withMetrics(ctx, e, e.reconciler(stripeBase, 0).Run)
+		rec, err := e.reconciler(stripeBase, 0)
+		if err != nil {
+			return err
+		}
+		return withMetrics(ctx, e, rec.Run)
 	case "events":
 		fs := flag.NewFlagSet("events", flag.ContinueOnError)
 		status := fs.String("status", inbox.StatusDead, "status to list")

@@ -3,12 +3,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,6 +46,13 @@ type env struct {
 	log  *slog.Logger
 	pool *pgxpool.Pool
 	reg  *prometheus.Registry
+
+	// accounts are the Stripe endpoints' API credentials, built once so the
+	// processor and the reconciler of `hookyard dev` share each key's rate
+	// limiter and breaker.
+	accountsOnce sync.Once
+	accounts     *stripeapi.Accounts
+	accountsErr  error
 }
 
 func newRegistry() *prometheus.Registry {
@@ -100,25 +109,49 @@ func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout})
 }
 
-func (e *env) stripeClient(base string) *stripeapi.Client {
-	return stripeapi.New(stripeapi.Config{BaseURL: base, APIKey: e.cfg.StripeAPIKey}, e.log)
+// stripeAccounts are the API credentials of every Stripe endpoint: its own
+// api_key (else STRIPE_API_KEY) and stripe_account, with one client (rate
+// limiter, breaker) per distinct set of credentials. base is the same for
+// every endpoint of a process, so the first call's is kept.
+func (e *env) stripeAccounts(base string) (*stripeapi.Accounts, error) {
+	e.accountsOnce.Do(func() {
+		e.accounts, e.accountsErr = stripeapi.NewAccounts(stripeapi.Config{BaseURL: base}, e.cfg.Endpoints, e.cfg.StripeAPIKey, e.log)
+	})
+	return e.accounts, e.accountsErr
 }
 
 func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor, error) {
+	accts, err := e.stripeAccounts(stripeBase)
+	if err != nil {
+		return nil, err
+	}
 	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group,
 		Endpoints: e.cfg.Endpoints, MaxAttempts: e.cfg.Processor.MaxAttempts, BackoffBase: e.cfg.Processor.BackoffBase,
 		BackoffMax: e.cfg.Processor.BackoffMax, Registerer: e.reg,
-		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: e.stripeClient(stripeBase)}}})
+		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}})
 }
 
-func (e *env) reconciler(stripeBase string, interval time.Duration) *reconciler.Reconciler {
+// stripeSources lists the subscriptions of each Stripe source account and
+// environment with its endpoint's own credentials.
+func (e *env) stripeSources(stripeBase string) ([]reconciler.Source, error) {
+	accts, err := e.stripeAccounts(stripeBase)
+	if err != nil {
+		return nil, err
+	}
 	var sources []reconciler.Source
-	cl := e.stripeClient(stripeBase)
-	for _, ep := range e.cfg.Endpoints {
-		if ep.Provider == provider.Stripe {
-			sources = append(sources, reconciler.Source{Provider: ep.Provider, SourceAccount: ep.SourceAccount,
-				Environment: ep.Environment, ResourceType: "subscription", Lister: cl})
-		}
+	for _, sc := range accts.Scopes() {
+		a, _ := accts.For(sc.SourceAccount, sc.Environment)
+		sources = append(sources, reconciler.Source{Provider: provider.Stripe, SourceAccount: sc.SourceAccount,
+			Environment: sc.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,
+			Terminal: stripeapi.SubscriptionTerminal})
+	}
+	return sources, nil
+}
+
+func (e *env) reconciler(stripeBase string, interval time.Duration) (*reconciler.Reconciler, error) {
+	sources, err := e.stripeSources(stripeBase)
+	if err != nil {
+		return nil, err
 	}
 	// The database-wide gauges (inbox backlog, open actions) are reported by
 	// the reconciler, a single service that does not depend on the
@@ -130,7 +163,7 @@ func (e *env) reconciler(stripeBase string, interval time.Duration) *reconciler.
 	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
 		Interval: max(interval, e.cfg.Reconcile.Interval), StaleAfter: e.cfg.Reconcile.StaleAfter,
-		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: e.reg})
+		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: e.reg}), nil
 }
 
 func (e *env) opsAPI() *echo.Echo {
@@ -168,14 +201,20 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	stripeBase := e.cfg.StripeAPIBase
 	if stripeBase == "" {
-		var secret string
+		var secret, key string
 		for _, ep := range e.cfg.Endpoints {
 			if ep.Provider == provider.Stripe && len(ep.Secrets) > 0 {
-				secret = ep.Secrets[0]
+				secret, key = ep.Secrets[0], cmp.Or(ep.APIKey, e.cfg.StripeAPIKey)
 				break
 			}
 		}
 		sim := stripesim.New(stripesim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/stripe-dev", WebhookSecret: secret})
+		if key != "" {
+			// The simulator stands in for the Stripe endpoint's account: it
+			// accepts the key the endpoint reads with (the dev default, or
+			// STRIPE_API_KEY when set).
+			sim.AddKey(key, stripesim.DevAccount)
+		}
 		ln, err := net.Listen("tcp", simAddr)
 		if err != nil {
 			return fmt.Errorf("start stripe simulator on %s: %w", simAddr, err)
@@ -214,7 +253,10 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	if err != nil {
 		return err
 	}
-	rec := e.reconciler(stripeBase, time.Minute)
+	rec, err := e.reconciler(stripeBase, time.Minute)
+	if err != nil {
+		return err
+	}
 	ops := e.opsAPI()
 	g.Go(func() error { return rcv.Run(ctx) })
 	g.Go(func() error { return rel.Run(ctx) })

@@ -119,7 +119,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 	p.Receiver = httptest.NewServer(rcv.Handler())
 	p.Sim = stripesim.New(stripesim.Config{WebhookURL: p.Receiver.URL + "/webhooks/" + StripeEndpoint, WebhookSecret: StripeSecret})
 	p.SimServer = httptest.NewServer(p.Sim)
-	p.Stripe = stripeapi.New(stripeapi.Config{BaseURL: p.SimServer.URL, APIKey: "sk_test", RatePerSecond: 10000, Burst: 10000,
+	p.Stripe = stripeapi.New(stripeapi.Config{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
 		BreakerOpenFor: 500 * time.Millisecond, Timeout: 2 * time.Second}, p.Log)
 	p.Ops = httptest.NewServer(opsapi.New(p.Pool, p.Log, opsapi.Config{Token: OpsToken}))
 

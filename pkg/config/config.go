@@ -16,6 +16,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripeapi"
 )
 
 // Defaults of the environment.
@@ -25,8 +26,12 @@ const (
 	KafkaAddrDefault     = "127.0.0.1:9092"
 	StripeAPIBaseDefault = "https://api.stripe.com"
 	OpsTokenDevDefault   = "hookyard-dev-token"
-	TopicDefault         = "hookyard.events"
-	PartitionsDefault    = 12
+	// StripeAPIKeyDevDefault is STRIPE_API_KEY when unset: the test-mode key
+	// the simulator of `hookyard dev` accepts (stripesim.DevAPIKey). Real
+	// Stripe answers it 401.
+	StripeAPIKeyDevDefault = "sk_test_hookyard_dev"
+	TopicDefault           = "hookyard.events"
+	PartitionsDefault      = 12
 )
 
 // Config is the whole configuration.
@@ -47,7 +52,10 @@ type Config struct {
 	MetricsAddr   string `yaml:"-"`
 	OpsToken      string `yaml:"-"`
 	StripeAPIBase string `yaml:"-"`
-	StripeAPIKey  string `yaml:"-"`
+	// StripeAPIKey (STRIPE_API_KEY) is the API key of every Stripe endpoint
+	// that names no api_key of its own, as before endpoints could name one.
+	// Defaults to StripeAPIKeyDevDefault.
+	StripeAPIKey string `yaml:"-"`
 	// KafkaBrokers is empty when KAFKA_BROKERS is unset (dev embeds a broker).
 	KafkaBrokers []string `yaml:"-"`
 }
@@ -175,7 +183,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	// a token of its own (CheckProduction); dev fills in OpsTokenDevDefault.
 	c.OpsToken = env("OPS_TOKEN", "")
 	c.StripeAPIBase = env("STRIPE_API_BASE", "")
-	c.StripeAPIKey = env("STRIPE_API_KEY", "sk_test_hookyard_dev")
+	c.StripeAPIKey = env("STRIPE_API_KEY", StripeAPIKeyDevDefault)
 	if b := env("KAFKA_BROKERS", ""); b != "" {
 		for _, s := range strings.Split(b, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -249,6 +257,29 @@ func (c *Config) validate() error {
 				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] is empty (is its environment variable set?)", where, j))
 			case ep.Provider == provider.Chargebee && (!hasColon || user == "" || pass == ""):
 				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] must be \"username:password\" with both parts set (is a variable unset?)", where, j))
+			}
+		}
+		if ep.Provider != provider.Stripe {
+			// Only Stripe endpoints have an API client; credentials elsewhere
+			// would be silently unused.
+			if ep.APIKey != "" {
+				errs = append(errs, fmt.Errorf("config: %s.api_key is only read for stripe endpoints", where))
+			}
+			if ep.StripeAccount != "" {
+				errs = append(errs, fmt.Errorf("config: %s.stripe_account is only read for stripe endpoints", where))
+			}
+		} else if ep.StripeAccount != "" && ep.StripeAccount != ep.SourceAccount {
+			// The receiver accepts a Connect event only when its "account" is
+			// the endpoint's source account; reading another account's API
+			// would project data whose events this endpoint refuses.
+			errs = append(errs, fmt.Errorf("config: %s.stripe_account %q must equal source_account %q", where, ep.StripeAccount, ep.SourceAccount))
+		}
+		if ep.Provider == provider.Stripe {
+			if err := stripeapi.CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
+				// A live key on a test endpoint would fetch live objects into the
+				// test environment's projections (the processor refuses them, but
+				// every event would die); say so at start.
+				errs = append(errs, fmt.Errorf("config: %s.api_key %w (environment %q)", where, err, ep.Environment))
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/config"
+	"github.com/hookyard/hookyard/pkg/stripesim"
 )
 
 func lookup(env map[string]string) func(string) (string, bool) {
@@ -77,6 +78,102 @@ endpoints:
 	}
 	_, err = config.Parse([]byte("endpointz: []\n"), lookup(nil))
 	require.ErrorContains(t, err, "endpointz")
+}
+
+// Each Stripe endpoint names its own API key (expanded from the environment
+// like its secrets) and, for Connect, the account to act for; the global
+// STRIPE_API_KEY stays the fallback for endpoints that name none.
+func TestEndpointAPICredentialsComeFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+endpoints:
+  - id: a
+    provider: stripe
+    source_account: acct_a
+    environment: live
+    secrets: [whsec_a]
+    api_key: ${STRIPE_API_KEY_ACCT_A}
+  - id: connected
+    provider: stripe
+    source_account: acct_c
+    environment: test
+    secrets: [whsec_c]
+    api_key: ${STRIPE_API_KEY_PLATFORM}
+    stripe_account: acct_c
+  - id: fallback
+    provider: stripe
+    source_account: acct_f
+    environment: test
+    secrets: [whsec_f]
+`), lookup(map[string]string{"STRIPE_API_KEY_ACCT_A": "sk_live_a", "STRIPE_API_KEY_PLATFORM": "sk_test_p", "STRIPE_API_KEY": "sk_test_global"}))
+	require.NoError(t, err)
+	require.Equal(t, "sk_live_a", c.Endpoints[0].APIKey)
+	require.Empty(t, c.Endpoints[0].StripeAccount)
+	require.Equal(t, "sk_test_p", c.Endpoints[1].APIKey)
+	require.Equal(t, "acct_c", c.Endpoints[1].StripeAccount)
+	require.Empty(t, c.Endpoints[2].APIKey)
+	require.Equal(t, "sk_test_global", c.StripeAPIKey)
+}
+
+// The example config's Stripe endpoint reads with a dev key the simulator of
+// `hookyard dev` accepts, unless STRIPE_API_KEY says otherwise.
+func TestExampleStripeEndpointHasADevAPIKey(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../hookyard.example.yaml")
+	require.NoError(t, err)
+	c, err := config.Parse(raw, lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, "stripe-dev", c.Endpoints[0].ID)
+	require.Equal(t, stripesim.DevAPIKey, c.Endpoints[0].APIKey)
+	c, err = config.Parse(raw, lookup(map[string]string{"STRIPE_API_KEY": "sk_test_mine"}))
+	require.NoError(t, err)
+	require.Equal(t, "sk_test_mine", c.Endpoints[0].APIKey)
+}
+
+// API credentials that cannot be right are refused at load, naming the
+// field: a key whose name says it is of the other mode than the endpoint's
+// environment, credentials on an endpoint whose provider has no API client
+// (they would be silently unused), and a Connect account other than the
+// endpoint's source account (the receiver refuses that account's events).
+func TestEndpointAPICredentialsThatCannotBeRightAreRefused(t *testing.T) {
+	t.Parallel()
+	_, err := config.Parse([]byte(`
+endpoints:
+  - id: a
+    provider: stripe
+    source_account: acct_a
+    environment: test
+    secrets: [whsec_a]
+    api_key: sk_live_a
+  - id: b
+    provider: stripe
+    source_account: acct_b
+    environment: production
+    secrets: [whsec_b]
+    api_key: rk_test_b
+  - id: c
+    provider: chargebee
+    source_account: site
+    environment: test
+    secrets: ["u:p"]
+    api_key: cb_key
+    stripe_account: acct_x
+  - id: d
+    provider: stripe
+    source_account: acme
+    environment: test
+    secrets: [whsec_d]
+    stripe_account: acct_123
+`), lookup(nil))
+	require.Error(t, err)
+	for _, want := range []string{
+		`endpoints[0].api_key`, "live-mode key for test-mode data",
+		`endpoints[1].api_key`, "test-mode key for live-mode data",
+		`endpoints[2].api_key`, `endpoints[2].stripe_account`,
+		`endpoints[3].stripe_account "acct_123" must equal source_account "acme"`,
+	} {
+		require.ErrorContains(t, err, want)
+	}
 }
 
 // Production never runs on dev secrets: the example config with nothing set

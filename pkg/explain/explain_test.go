@@ -65,8 +65,8 @@ func (s *scripted) Fetch(_ context.Context, r message.Resource) (processor.Fetch
 
 type lister []string
 
-func (l lister) List(context.Context, string, string, string, int) ([]string, bool, error) {
-	return l, false, nil
+func (l lister) List(context.Context, string, string, string, int) ([]string, []string, bool, error) {
+	return l, nil, false, nil
 }
 
 func post(t *testing.T, p *pipelinetest.Pipeline, endpoint, msgID string, at time.Time, data map[string]any, eventType string) {

@@ -65,6 +65,14 @@ type Endpoint struct {
 	// Paths locate the event's fields in the body for StandardWebhooks
 	// endpoints (dot-separated JSON paths).
 	Paths Paths `yaml:"paths"`
+	// APIKey is the secret key the processor and the reconciler read this
+	// endpoint's resources with (Stripe only), e.g.
+	// "${STRIPE_API_KEY_ACCT_X}". Defaults to the global STRIPE_API_KEY.
+	APIKey string `yaml:"api_key"`
+	// StripeAccount is the connected account the API calls act for
+	// (Stripe Connect: sent as Stripe-Account), usually equal to
+	// SourceAccount. Defaults to empty: the API key's own account.
+	StripeAccount string `yaml:"stripe_account"`
 }
 
 // Paths are dot-separated JSON paths into a Standard Webhooks payload.
@@ -86,8 +94,14 @@ type Paths struct {
 }
 
 // Live reports whether the endpoint receives production traffic.
-func (e *Endpoint) Live() bool {
-	switch e.Environment {
+func (e *Endpoint) Live() bool { return IsLive(e.Environment) }
+
+// IsLive reports whether environment names production: "live", "prod" or
+// "production"; every other name ("test", "staging", ...) is a test
+// environment. Stripe's livemode must equal it, on events and on the
+// objects the API returns.
+func IsLive(environment string) bool {
+	switch environment {
 	case "live", "prod", "production":
 		return true
 	}

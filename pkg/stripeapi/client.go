@@ -40,6 +40,13 @@ type Config struct {
 	// APIKey is the secret key sent as "Authorization: Bearer <key>".
 	// Defaults to empty, which sends no Authorization header.
 	APIKey string
+	// Live is the mode of the data APIKey reads: every object the client
+	// returns must carry "livemode" equal to it, or the call fails with
+	// ErrLivemodeMismatch. It is the endpoint's environment
+	// (provider.IsLive), so a live key configured on a test endpoint (or the
+	// reverse) reads nothing into the wrong environment. Defaults to false
+	// (test mode).
+	Live bool
 	// Timeout bounds each HTTP call, body included. Defaults to 5s.
 	Timeout time.Duration
 	// RatePerSecond is the steady rate of calls the client allows itself.
@@ -92,7 +99,15 @@ var (
 	ErrUnavailable = errors.New("stripeapi: unavailable")
 	// ErrUnsupported: the resource type has no known API path.
 	ErrUnsupported = errors.New("stripeapi: unsupported resource type")
+	// ErrLivemodeMismatch: Stripe returned an object whose livemode is not
+	// Config.Live, the credentials belong to the other environment. The
+	// object is not returned. Never a breaker failure: Stripe is healthy,
+	// the configuration is wrong.
+	ErrLivemodeMismatch = errors.New("stripeapi: object of the other livemode")
 )
+
+// modes names Config.Live in errors.
+var modes = map[bool]string{false: "test", true: "live"}
 
 // plurals maps resource types to their collection path under /v1.
 var plurals = map[string]string{
@@ -149,17 +164,51 @@ func (c *Client) Get(ctx context.Context, account, resourceType, id string) ([]b
 	if id == "" {
 		return nil, fmt.Errorf("stripeapi: get %s: empty id", resourceType)
 	}
-	return c.do(ctx, account, "/v1/"+plural+"/"+url.PathEscape(id))
+	path := "/v1/" + plural + "/" + url.PathEscape(id)
+	body, err := c.do(ctx, account, path)
+	if err != nil {
+		return nil, err
+	}
+	var obj struct {
+		Livemode *bool `json:"livemode"`
+	}
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, fmt.Errorf("stripeapi: GET %s: decode: %w", path, err)
+	}
+	if err := c.checkMode(path, id, obj.Livemode); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
-// List reads one page of ids of resourceType, in the API's order, after
-// startingAfter ("" for the first page). limit <= 0 leaves Stripe's default.
-func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids []string, hasMore bool, err error) {
+// checkMode refuses an object of the other mode. An object without the
+// field passes: Stripe's deleted objects ({"id", "object", "deleted"})
+// carry none, and a Stripe-compatible server may leave it out.
+func (c *Client) checkMode(path, id string, livemode *bool) error {
+	if livemode != nil && *livemode != c.cfg.Live {
+		return fmt.Errorf("%w: GET %s: %s has livemode=%t, the credentials are for %s mode",
+			ErrLivemodeMismatch, path, id, *livemode, modes[c.cfg.Live])
+	}
+	return nil
+}
+
+// List reads one page of resourceType, in the API's order (newest first),
+// after startingAfter ("" for the first page): each object's id and status
+// (statuses[i] is ids[i]'s, "" when the object has none). limit <= 0 leaves
+// Stripe's default. Subscriptions are listed with status=all: without it
+// Stripe leaves canceled ones out ("If no value is supplied, all
+// subscriptions that have not been canceled are returned",
+// https://docs.stripe.com/api/subscriptions/list), and a cancellation whose
+// webhook was lost would never be found.
+func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids, statuses []string, hasMore bool, err error) {
 	plural, ok := plurals[resourceType]
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
+		return nil, nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
 	}
 	q := url.Values{}
+	if resourceType == "subscription" {
+		q.Set("status", "all")
+	}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
@@ -172,23 +221,31 @@ func (c *Client) List(ctx context.Context, account, resourceType, startingAfter 
 	}
 	body, err := c.do(ctx, account, path)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	var page struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID       string `json:"id"`
+			Status   string `json:"status"`
+			Livemode *bool  `json:"livemode"`
 		} `json:"data"`
 		HasMore bool `json:"has_more"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
+		return nil, nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
 	}
-	ids = make([]string, 0, len(page.Data))
+	ids, statuses = make([]string, 0, len(page.Data)), make([]string, 0, len(page.Data))
 	for _, d := range page.Data {
-		ids = append(ids, d.ID)
+		if err := c.checkMode(path, d.ID, d.Livemode); err != nil {
+			return nil, nil, false, err
+		}
+		ids, statuses = append(ids, d.ID), append(statuses, d.Status)
 	}
-	return ids, page.HasMore, nil
+	return ids, statuses, page.HasMore, nil
 }
+
+// Live is the mode of the data the client's key reads (Config.Live).
+func (c *Client) Live() bool { return c.cfg.Live }
 
 // Calls reports how many HTTP requests the client has sent.
 func (c *Client) Calls() int64 { return c.calls.Load() }

@@ -23,14 +23,16 @@ func setup(t *testing.T, cfg stripeapi.Config) (*stripesim.Sim, *stripeapi.Clien
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	cfg.BaseURL = srv.URL
-	cfg.APIKey = "sk_test_123"
+	cfg.APIKey = stripesim.DevAPIKey
 	return sim, stripeapi.New(cfg, nil)
 }
 
 func TestGetOK(t *testing.T) {
 	t.Parallel()
-	sim := stripesim.New(stripesim.Config{})
-	sim.Put(stripesim.Subscription{ID: "sub_1", Customer: "cus_1", Status: "active"})
+	sim := stripesim.New(stripesim.Config{Keys: map[string]string{"sk_test_123": "acct_platform"}})
+	sim.Connect("acct_platform", "acct_1")
+	sim.PutFor("acct_1", stripesim.Subscription{ID: "sub_1", Customer: "cus_1", Status: "active"})
+	sim.PutFor("acct_platform", stripesim.Subscription{ID: "sub_1", Customer: "cus_1", Status: "active"})
 	var mu sync.Mutex
 	var hdr http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +71,7 @@ func TestUnsupported(t *testing.T) {
 	sim, c := setup(t, stripeapi.Config{})
 	_, err := c.Get(t.Context(), "", "charge", "ch_1")
 	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
-	_, _, err = c.List(t.Context(), "", "charge", "", 10)
+	_, _, _, err = c.List(t.Context(), "", "charge", "", 10)
 	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
 	require.Zero(t, sim.APICalls())
 	require.Zero(t, c.Calls())
@@ -165,13 +167,13 @@ func TestListPagination(t *testing.T) {
 	var want []string
 	for i := range 25 {
 		id := fmt.Sprintf("sub_%03d", i)
-		want = append(want, id)
-		sim.Put(stripesim.Subscription{ID: id})
+		want = append([]string{id}, want...) // Stripe lists newest first
+		sim.Put(stripesim.Subscription{ID: id, Status: "active"})
 	}
 	var got []string
 	after, pages := "", 0
 	for {
-		ids, more, err := c.List(t.Context(), "", "subscription", after, 10)
+		ids, _, more, err := c.List(t.Context(), "", "subscription", after, 10)
 		require.NoError(t, err)
 		got = append(got, ids...)
 		pages++
@@ -183,7 +185,7 @@ func TestListPagination(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Equal(t, 3, pages)
 
-	ids, more, err := c.List(t.Context(), "", "subscription", "sub_024", 10)
+	ids, _, more, err := c.List(t.Context(), "", "subscription", "sub_000", 10)
 	require.NoError(t, err)
 	require.Empty(t, ids)
 	require.False(t, more)
@@ -214,4 +216,54 @@ func TestWithDefaults(t *testing.T) {
 	tr, ok := cfg.HTTPClient.Transport.(*http.Transport)
 	require.True(t, ok)
 	require.GreaterOrEqual(t, tr.MaxIdleConnsPerHost, 16, "partition workers share the API connection pool")
+}
+
+// Stripe's list leaves canceled subscriptions out unless status=all; the
+// lister asks for all of them, or a cancellation whose webhook was lost is
+// never found (https://docs.stripe.com/api/subscriptions/list).
+func TestListAsksForEverySubscriptionStatus(t *testing.T) {
+	t.Parallel()
+	sim, c := setup(t, stripeapi.Config{})
+	sim.Put(stripesim.Subscription{ID: "sub_active", Status: "active", Created: 100})
+	sim.Put(stripesim.Subscription{ID: "sub_canceled", Status: "canceled", Created: 200})
+	ids, statuses, more, err := c.List(t.Context(), "", "subscription", "", 10)
+	require.NoError(t, err)
+	require.False(t, more)
+	require.Equal(t, []string{"sub_canceled", "sub_active"}, ids)
+	require.Equal(t, []string{"canceled", "active"}, statuses)
+}
+
+// An object whose livemode is not the credentials' mode (a live key on a test
+// endpoint, or the reverse) is refused, by Get and by List, and says nothing
+// about Stripe's health: the breaker stays closed.
+func TestObjectOfTheOtherModeIsRefused(t *testing.T) {
+	t.Parallel()
+	sim := stripesim.New(stripesim.Config{Keys: map[string]string{"sk_live_acct_a": "acct_a", "sk_test_acct_a": "acct_a"}})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	sim.PutFor("acct_a", stripesim.Subscription{ID: "sub_live", Status: "active", Livemode: true})
+	sim.PutFor("acct_a", stripesim.Subscription{ID: "sub_test", Status: "active"})
+
+	testMode := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_live_acct_a", BreakerFailures: 2}, nil)
+	require.False(t, testMode.Live())
+	for range 3 {
+		_, err := testMode.Get(t.Context(), "", "subscription", "sub_live")
+		require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
+		require.ErrorContains(t, err, "livemode")
+		_, _, _, err = testMode.List(t.Context(), "", "subscription", "", 10)
+		require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
+	}
+	require.Equal(t, "closed", testMode.BreakerState())
+
+	liveMode := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_test_acct_a", Live: true}, nil)
+	_, err := liveMode.Get(t.Context(), "", "subscription", "sub_test")
+	require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
+
+	right := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_live_acct_a", Live: true}, nil)
+	body, err := right.Get(t.Context(), "", "subscription", "sub_live")
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"livemode":true`)
+	ids, _, _, err := right.List(t.Context(), "", "subscription", "", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"sub_live"}, ids)
 }

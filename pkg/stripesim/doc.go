@@ -1,14 +1,26 @@
 // Package stripesim is an in-process, Stripe-compatible simulator for
 // `hookyard dev`, tests and benchmarks. It serves the read API the processor
-// uses (GET /v1/subscriptions/{id}, GET /v1/subscriptions), sends signed
-// webhook events to a receiver, and offers control endpoints under /sim/ so
-// people trying the product can create, cancel and pay for subscriptions
-// with curl:
+// and the reconciler use (GET /v1/subscriptions/{id}, GET /v1/subscriptions),
+// sends signed webhook events to a receiver, and offers control endpoints
+// under /sim/ so people trying the product can create, cancel and pay for
+// subscriptions with curl:
 //
 //	POST /sim/subscriptions               {"id","customer","status","cancel_at_period_end","current_period_end"}
 //	POST /sim/subscriptions/{id}/cancel   {"at_period_end": bool}
 //	POST /sim/invoices/{id}/pay           {"subscription","amount_paid"}
 //	GET  /sim/stats                       {"api_calls": n}
+//
+// It imitates the parts of Stripe that catch integrations out, before the
+// convenient ones:
+//   - every /v1 call needs a known secret key (401 otherwise); a key reads
+//     its own account's objects in its own mode (test or live, from the
+//     key's name), so the same id can name different objects in two
+//     accounts; "Stripe-Account" acts for a connected account, 403 when the
+//     key's account is not its platform;
+//   - objects carry livemode;
+//   - the list leaves canceled subscriptions out unless status=all (or
+//     canceled, ended) is asked for, comes newest first, and pages with
+//     starting_after / has_more, limit 1 to 100.
 //
 // SetLatency and SetFailure shape the API's answers for timeout and outage
 // tests.

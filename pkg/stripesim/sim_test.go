@@ -3,6 +3,7 @@ package stripesim_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -193,14 +194,7 @@ func TestAPI(t *testing.T) {
 	sim, _, api := setup(t, "")
 	sim.Put(stripesim.Subscription{ID: "sub_1", Customer: "cus_1", Status: "trialing", CurrentPeriodStart: 100, CurrentPeriodEnd: 200})
 
-	get := func(path string) (int, map[string]any) {
-		resp, err := http.Get(api.URL + path)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var out map[string]any
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-		return resp.StatusCode, out
-	}
+	get := func(path string) (int, map[string]any) { return call(t, api.URL, path, stripesim.DevAPIKey, "") }
 	status, sub := get("/v1/subscriptions/sub_1")
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "trialing", sub["status"])
@@ -226,4 +220,141 @@ func TestAPI(t *testing.T) {
 	_, stats := get("/sim/stats")
 	require.EqualValues(t, 3, stats["api_calls"])
 	require.EqualValues(t, 3, sim.APICalls())
+}
+
+// call sends GET path with an optional API key and Stripe-Account header
+// and decodes the JSON answer.
+func call(t *testing.T, base, path, key, account string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if account != "" {
+		req.Header.Set("Stripe-Account", account)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+// Stripe answers 401 to a request without a key or with a key it does not
+// know; the simulator must too, or a fetcher sending the wrong key (or none)
+// passes every test.
+func TestUnknownAPIKeyIsUnauthorized(t *testing.T) {
+	t.Parallel()
+	sim, _, api := setup(t, "")
+	sim.Put(stripesim.Subscription{ID: "sub_1", Status: "active"})
+	for _, key := range []string{"", "sk_test_nobody"} {
+		status, body := call(t, api.URL, "/v1/subscriptions/sub_1", key, "")
+		require.Equal(t, http.StatusUnauthorized, status, "key %q", key)
+		require.Equal(t, "invalid_request_error", body["error"].(map[string]any)["type"])
+		status, _ = call(t, api.URL, "/v1/subscriptions", key, "")
+		require.Equal(t, http.StatusUnauthorized, status, "key %q", key)
+	}
+	status, _ := call(t, api.URL, "/v1/subscriptions/sub_1", stripesim.DevAPIKey, "")
+	require.Equal(t, http.StatusOK, status)
+}
+
+// Each API key reads its own account's objects, in its own mode; the same id
+// can name different objects in two accounts. A platform key with
+// Stripe-Account reads a connected account's objects, and is refused (403)
+// for an account that is not connected to it.
+func TestObjectsBelongToTheKeysAccountAndMode(t *testing.T) {
+	t.Parallel()
+	sim := stripesim.New(stripesim.Config{Keys: map[string]string{
+		"sk_test_a": "acct_a", "sk_live_a": "acct_a", "sk_test_b": "acct_b", "sk_test_platform": "acct_platform"}})
+	api := httptest.NewServer(sim)
+	t.Cleanup(api.Close)
+	sim.Connect("acct_platform", "acct_connected")
+	sim.PutFor("acct_a", stripesim.Subscription{ID: "sub_same", Status: "active"})
+	sim.PutFor("acct_a", stripesim.Subscription{ID: "sub_same", Status: "past_due", Livemode: true})
+	sim.PutFor("acct_b", stripesim.Subscription{ID: "sub_same", Status: "canceled"})
+	sim.PutFor("acct_connected", stripesim.Subscription{ID: "sub_same", Status: "trialing"})
+
+	for _, c := range []struct {
+		key, account, status string
+		live                 bool
+	}{
+		{"sk_test_a", "", "active", false},
+		{"sk_live_a", "", "past_due", true},
+		{"sk_test_b", "", "canceled", false},
+		{"sk_test_platform", "acct_connected", "trialing", false},
+	} {
+		status, sub := call(t, api.URL, "/v1/subscriptions/sub_same", c.key, c.account)
+		require.Equal(t, http.StatusOK, status, "%s as %q", c.key, c.account)
+		require.Equal(t, c.status, sub["status"], "%s as %q", c.key, c.account)
+		require.Equal(t, c.live, sub["livemode"], "%s as %q", c.key, c.account)
+	}
+	status, _ := call(t, api.URL, "/v1/subscriptions/sub_same", "sk_test_platform", "")
+	require.Equal(t, http.StatusNotFound, status, "the platform's own account holds no sub_same")
+	status, body := call(t, api.URL, "/v1/subscriptions/sub_same", "sk_test_a", "acct_connected")
+	require.Equal(t, http.StatusForbidden, status, "acct_a is no platform of acct_connected")
+	require.Contains(t, body["error"].(map[string]any)["message"], "does not have access to account 'acct_connected'")
+
+	got, ok := sim.GetFor("acct_b", false, "sub_same")
+	require.True(t, ok)
+	require.Equal(t, "canceled", got.Status)
+	_, ok = sim.GetFor("acct_b", true, "sub_same")
+	require.False(t, ok)
+}
+
+func listIDs(t *testing.T, api, query string) ([]string, bool) {
+	t.Helper()
+	status, page := call(t, api, "/v1/subscriptions"+query, stripesim.DevAPIKey, "")
+	require.Equal(t, http.StatusOK, status, "%v", page)
+	var ids []string
+	for _, d := range page["data"].([]any) {
+		ids = append(ids, d.(map[string]any)["id"].(string))
+	}
+	return ids, page["has_more"].(bool)
+}
+
+// Stripe's list leaves canceled subscriptions out unless status=all (or
+// status=canceled) is asked for: "If no value is supplied, all
+// subscriptions that have not been canceled are returned."
+func TestListLeavesCanceledOutUnlessStatusAll(t *testing.T) {
+	t.Parallel()
+	sim, _, api := setup(t, "")
+	sim.Put(stripesim.Subscription{ID: "sub_active", Status: "active", Created: 100})
+	sim.Put(stripesim.Subscription{ID: "sub_canceled", Status: "canceled", Created: 200})
+	sim.Put(stripesim.Subscription{ID: "sub_expired", Status: "incomplete_expired", Created: 300})
+
+	ids, _ := listIDs(t, api.URL, "")
+	require.Equal(t, []string{"sub_expired", "sub_active"}, ids)
+	ids, _ = listIDs(t, api.URL, "?status=all")
+	require.Equal(t, []string{"sub_expired", "sub_canceled", "sub_active"}, ids)
+	ids, _ = listIDs(t, api.URL, "?status=canceled")
+	require.Equal(t, []string{"sub_canceled"}, ids)
+	ids, _ = listIDs(t, api.URL, "?status=ended")
+	require.Equal(t, []string{"sub_expired", "sub_canceled"}, ids)
+	status, _ := call(t, api.URL, "/v1/subscriptions?status=bogus", stripesim.DevAPIKey, "")
+	require.Equal(t, http.StatusBadRequest, status)
+}
+
+// Lists come newest first and page with starting_after and has_more; limit
+// is 1 to 100.
+func TestListPagesNewestFirst(t *testing.T) {
+	t.Parallel()
+	sim, _, api := setup(t, "")
+	for i := range 5 {
+		sim.Put(stripesim.Subscription{ID: fmt.Sprintf("sub_%d", i), Status: "active", Created: int64(1000 + i)})
+	}
+	ids, more := listIDs(t, api.URL, "?limit=2")
+	require.Equal(t, []string{"sub_4", "sub_3"}, ids)
+	require.True(t, more)
+	ids, more = listIDs(t, api.URL, "?limit=2&starting_after=sub_3")
+	require.Equal(t, []string{"sub_2", "sub_1"}, ids)
+	require.True(t, more)
+	ids, more = listIDs(t, api.URL, "?limit=2&starting_after=sub_1")
+	require.Equal(t, []string{"sub_0"}, ids)
+	require.False(t, more)
+	for _, q := range []string{"?limit=101", "?limit=0", "?starting_after=sub_nope"} {
+		status, _ := call(t, api.URL, "/v1/subscriptions"+q, stripesim.DevAPIKey, "")
+		require.Equal(t, http.StatusBadRequest, status, q)
+	}
 }
