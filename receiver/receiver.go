@@ -195,15 +195,16 @@ func (r *Receiver) Stop() { r.committer.Stop() }
 
 // Error codes in refusal bodies: {"error": {"code": ..., "message": ...}}.
 const (
-	CodeUnknownEndpoint  = "unknown_endpoint"
-	CodeUnsupportedMedia = "unsupported_media_type"
-	CodeTooLarge         = "body_too_large"
-	CodeInvalidSignature = "invalid_signature"
-	CodeStaleSignature   = "stale_signature"
-	CodeMalformed        = "malformed_event"
-	CodeScope            = "outside_endpoint_scope"
-	CodeUnavailable      = "unavailable"
-	CodeTimeout          = "request_timeout"
+	CodeUnknownEndpoint   = "unknown_endpoint"
+	CodeUnsupportedMedia  = "unsupported_media_type"
+	CodeTooLarge          = "body_too_large"
+	CodeInvalidSignature  = "invalid_signature"
+	CodeStaleSignature    = "stale_signature"
+	CodeMalformed         = "malformed_event"
+	CodeScope             = "outside_endpoint_scope"
+	CodeUnavailable       = "unavailable"
+	CodeTimeout           = "request_timeout"
+	CodeVersionFromFuture = "version_from_future"
 )
 
 type errorBody struct {
@@ -276,6 +277,20 @@ func (r *Receiver) handle(c echo.Context) error {
 		r.m.rejected.WithLabelValues(CodeMalformed).Inc()
 		var b errorBody
 		b.Error.Code, b.Error.Message, b.Kept = CodeMalformed, err.Error(), true
+		return c.JSON(http.StatusBadRequest, b)
+	case errors.Is(err, provider.ErrVersionFromFuture):
+		// Authenticated, under its own identity, but not to be applied:
+		// kept dead so an operator can look at it and replay it if the
+		// version turns out right.
+		rec.Malformed, rec.DeadOutcome = err.Error(), inbox.OutcomeVersionFromFuture
+		ctx, cancel := context.WithTimeout(req.Context(), r.cfg.CommitTimeout)
+		defer cancel()
+		if _, serr := r.committer.Submit(ctx, rec); serr != nil {
+			return r.unavailable(c, serr)
+		}
+		r.m.rejected.WithLabelValues(CodeVersionFromFuture).Inc()
+		var b errorBody
+		b.Error.Code, b.Error.Message, b.Kept = CodeVersionFromFuture, err.Error(), true
 		return c.JSON(http.StatusBadRequest, b)
 	case errors.Is(err, provider.ErrStaleSignature):
 		return r.refuse(c, http.StatusBadRequest, CodeStaleSignature, "signature timestamp outside tolerance")

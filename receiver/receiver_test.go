@@ -850,3 +850,25 @@ func TestNewRefusesBadEndpointConfig(t *testing.T) {
 	_, err = receiver.New(pool, discardLog(), receiver.Config{Endpoints: eps})
 	require.ErrorContains(t, err, "defined twice")
 }
+
+// A Chargebee snapshot whose version lies more than a day ahead is kept dead
+// under its own identity with outcome version_from_future, answered 400 with
+// kept:true, and never sent on to be applied.
+func TestVersionFromTheFutureIsKeptDeadNeverApplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t, receiver.Config{})
+	future := time.Now().Add(48 * time.Hour).UnixMilli()
+	body := []byte(fmt.Sprintf(`{"id":"ev_future","event_type":"subscription_changed","content":{"subscription":{"id":"sub_cb_f","status":"active","resource_version":%d}}}`, future))
+	h := http.Header{}
+	h.Set(chargebee.AuthorizationHeader, chargebee.BasicAuth(chargebeeUser, chargebeePass))
+	res := b.post(t, delivery{endpoint: "chargebee-test", header: h, body: body})
+	require.Equal(t, http.StatusBadRequest, res.code, "%s", res.raw)
+	require.Equal(t, receiver.CodeVersionFromFuture, res.answer.Error.Code)
+	require.True(t, res.answer.Kept)
+
+	var status, outcome string
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT status, outcome FROM webhook_inbox WHERE event_id = 'ev_future'`).Scan(&status, &outcome))
+	require.Equal(t, "dead", status)
+	require.Equal(t, "version_from_future", outcome)
+	require.Empty(t, outboxRows(t, b.pool), "never sent on to be applied")
+}

@@ -231,9 +231,9 @@ func rejected(err error) bool {
 const insertSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[])
+                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], $17::text[])
         AS u(provider, source_account, environment, event_id, endpoint_id, event_type,
-             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error, occurred_at)
+             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error, occurred_at, dead_outcome)
 ), ins AS (
     INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
                                resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error, occurred_at)
@@ -241,7 +241,7 @@ WITH input AS (
            resource_type, resource_id, resource_version, payload::jsonb, raw_body, status,
            CASE WHEN status IN ('ignored', 'dead') THEN now() END,
            CASE WHEN status = 'ignored' THEN 'event type not allowed by endpoint'
-                WHEN status = 'dead' THEN 'malformed' END,
+                WHEN status = 'dead' THEN dead_outcome END,
            last_error, occurred_at
     FROM input
     -- Rows go in in one fixed order (by key), whatever order requests arrived
@@ -266,7 +266,7 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 	var (
 		prov, acct, env, eid, epID, etype, rtype, rid = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
 		status, mkey, msgs                            = mk(n), mk(n), mk(n)
-		lastErr                                       = make([]*string, 0, n)
+		lastErr, outcomes                             = make([]*string, 0, n), make([]*string, 0, n)
 		versions                                      = make([]*int64, 0, n)
 		payloads                                      = make([]*string, 0, n)
 		raws                                          = make([][]byte, 0, n)
@@ -290,14 +290,14 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		rtype, rid = append(rtype, r.Event.ResourceType), append(rid, r.Event.ResourceID)
 		status, mkey, msgs = append(status, pr.status), append(mkey, pr.key), append(msgs, pr.msg)
 		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, pr.payload), append(raws, pr.raw)
-		lastErr = append(lastErr, pr.lastErr)
+		lastErr, outcomes = append(lastErr, pr.lastErr), append(outcomes, pr.outcome)
 		if t := r.Event.OccurredAt; t.IsZero() {
 			occurred = append(occurred, nil)
 		} else {
 			occurred = append(occurred, &t)
 		}
 	}
-	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr, occurred)
+	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr, occurred, outcomes)
 	if err != nil {
 		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
 	}

@@ -3,9 +3,9 @@ package inbox_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -162,7 +162,7 @@ VALUES ($1, $2, $3, 'evt_short', 'x', 'x')`, endpoint.Provider, endpoint.SourceA
 		_, err := c.Submit(fresh, record("evt_fresh", "sub_2"))
 		freshDone <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // both queue behind the worker
+	time.Sleep(200 * time.Millisecond)   // both queue behind the worker
 	require.NoError(t, tx.Rollback(ctx)) // the worker finishes evt_block and takes both in one batch
 	time.Sleep(time.Second)              // past the short request's deadline, while the batch waits on evt_short's key
 	require.NoError(t, hold.Rollback(ctx))

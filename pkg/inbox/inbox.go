@@ -7,6 +7,7 @@
 package inbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -22,6 +23,12 @@ const (
 	StatusIgnored   = "ignored"
 	StatusRetrying  = "retrying"
 	StatusDead      = "dead"
+)
+
+// Outcomes of events kept dead at intake.
+const (
+	OutcomeMalformed         = "malformed"
+	OutcomeVersionFromFuture = "version_from_future"
 )
 
 // Key is an event's identity.
@@ -42,6 +49,9 @@ type Record struct {
 	// Malformed is set for an authenticated delivery we cannot read: it is
 	// stored dead, with this reason, to be inspected rather than lost.
 	Malformed string
+	// DeadOutcome is the outcome a record kept dead is stored with.
+	// Defaults to "malformed"; e.g. "version_from_future".
+	DeadOutcome string
 	// Raw is kept byte-for-byte when the endpoint asks for it.
 	Raw []byte
 
@@ -51,6 +61,7 @@ type Record struct {
 // prepared is a record encoded for the insert statement.
 type prepared struct {
 	status, key, msg string
+	outcome          *string
 	payload          *string
 	raw              []byte
 	lastErr          *string
@@ -65,7 +76,8 @@ func (r *Record) prepare(now time.Time) error {
 	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), raw: r.Raw}
 	switch {
 	case r.Malformed != "":
-		p.status, p.lastErr = StatusDead, &r.Malformed
+		outcome := cmp.Or(r.DeadOutcome, OutcomeMalformed)
+		p.status, p.lastErr, p.outcome = StatusDead, &r.Malformed, &outcome
 	case r.Ignored:
 		p.status = StatusIgnored
 	}

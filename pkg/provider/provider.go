@@ -29,6 +29,11 @@ var (
 	ErrStaleSignature = errors.New("signature timestamp outside tolerance")
 	// ErrMalformed: authenticated, but the body is not an event we can read (400).
 	ErrMalformed = errors.New("malformed event")
+	// ErrVersionFromFuture: authenticated, but the event's version lies
+	// further in the future than the endpoint's version_skew allows. The
+	// event is returned with the error and kept dead, never applied: one
+	// forged or broken snapshot must not pin a projection (400, kept).
+	ErrVersionFromFuture = errors.New("version from the future")
 	// ErrScope: authenticated, but the event belongs to another account or
 	// environment than the endpoint owns, e.g. a live event on a test endpoint (403).
 	ErrScope = errors.New("event outside endpoint scope")
@@ -57,6 +62,10 @@ type Endpoint struct {
 	// 413. Defaults to receiver.body_limit (1 MiB), and to 25 MiB for GitHub,
 	// which sends up to 25 MB.
 	BodyLimit int64 `yaml:"body_limit"`
+	// VersionSkew bounds how far in the future a version that is a time
+	// (Chargebee's resource_version, in milliseconds) may lie. Defaults to
+	// 24h.
+	VersionSkew time.Duration `yaml:"version_skew"`
 	// StoreRaw keeps the raw body bytes beside the parsed payload. Defaults to false.
 	StoreRaw bool `yaml:"store_raw"`
 	// Incremental declares that events carry deltas rather than snapshots, so a

@@ -46,7 +46,7 @@ type event struct {
 // of ep.Secrets (several during a rotation) and reads the event. Deletion
 // events ("*_deleted") are ordinary events here: tombstones are the
 // processor's business.
-func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time.Time) (provider.Event, error) {
+func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) (provider.Event, error) {
 	user, pass, err := parseBasic(h.Get(AuthorizationHeader))
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrUnauthenticated, err)
@@ -73,8 +73,23 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
+	// resource_version is the time of the change in milliseconds, and a
+	// projection only moves to greater versions: one version far ahead of
+	// the clock would make every real update after it look stale.
+	skew := ep.VersionSkew
+	if skew <= 0 {
+		skew = VersionSkewDefault
+	}
+	if out.Version != nil && *out.Version > now.Add(skew).UnixMilli() {
+		return out, fmt.Errorf("%w: resource_version %d is %s ahead of the receiver's clock (version_skew %s)",
+			provider.ErrVersionFromFuture, *out.Version, time.UnixMilli(*out.Version).Sub(now).Round(time.Second), skew)
+	}
 	return out, nil
 }
+
+// VersionSkewDefault is how far ahead of the clock a resource_version may
+// lie unless the endpoint sets version_skew.
+const VersionSkewDefault = 24 * time.Hour
 
 // parseBasic reads an RFC 7617 Basic credential. The scheme is
 // case-insensitive; the base64 must be canonical so one credential has one

@@ -2,6 +2,7 @@ package chargebee
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -296,4 +297,29 @@ func FuzzParse(f *testing.F) {
 		require.NotEmpty(t, ev.Type)
 		require.Equal(t, ev.ResourceType == "", ev.ResourceID == "")
 	})
+}
+
+// A resource_version (milliseconds) far ahead of the clock is refused with
+// ErrVersionFromFuture, and the event comes back with it so it can be kept;
+// within the skew (default 24h, per endpoint) it is an ordinary version.
+func TestVersionFromTheFutureIsRefusedButReturned(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1700000000123)
+	body := func(v int64) []byte {
+		return []byte(fmt.Sprintf(`{"id":"ev_f","event_type":"subscription_changed","content":{"subscription":{"id":"sub_f","status":"active","resource_version":%d}}}`, v))
+	}
+	h := auth(BasicAuth(user, pass))
+
+	ev, err := Verifier{}.Verify(endpoint(), h, body(now.Add(23*time.Hour).UnixMilli()), now)
+	require.NoError(t, err)
+
+	ev, err = Verifier{}.Verify(endpoint(), h, body(now.Add(25*time.Hour).UnixMilli()), now)
+	require.ErrorIs(t, err, provider.ErrVersionFromFuture)
+	require.Equal(t, "ev_f", ev.ID, "the event is returned to be kept under its identity")
+	require.Equal(t, "sub_f", ev.ResourceID)
+
+	ep := endpoint()
+	ep.VersionSkew = time.Minute
+	_, err = Verifier{}.Verify(ep, h, body(now.Add(2*time.Minute).UnixMilli()), now)
+	require.ErrorIs(t, err, provider.ErrVersionFromFuture)
 }
