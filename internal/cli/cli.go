@@ -180,7 +180,12 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		}
 		return withMetrics(ctx, e, p.Run)
 	case "reconciler":
-		return withMetrics(ctx, e, e.reconciler(stripeBase, 0).Run)
+		kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(cfg)...))
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer kc.Close()
+		return withMetrics(ctx, e, e.reconciler(stripeBase, 0, kc).Run)
 	case "events":
 		fs := flag.NewFlagSet("events", flag.ContinueOnError)
 		status := fs.String("status", inbox.StatusDead, "status to list")
