@@ -109,6 +109,11 @@ SELECT w.provider, w.source_account, w.environment, w.event_id, coalesce(w.next_
 FROM webhook_inbox w
 WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) < $1
   AND coalesce(w.next_attempt_at, w.received_at) < coalesce((SELECT min(created_at) FROM outbox), 'infinity')
+  -- implied by the two above (a publication is never older than its
+  -- receipt), and what bounds the scan of webhook_inbox_unfinished: behind
+  -- a backlog, the pending rows younger than the outbox's oldest row are
+  -- not read at all
+  AND w.received_at < least($1, coalesce((SELECT min(created_at) FROM outbox), 'infinity'))
   AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d
                   WHERE d.created_at = coalesce(w.next_attempt_at, w.received_at) AND d.message_key = ` + messageKeySQL + `)

@@ -123,8 +123,10 @@ type Write struct {
 // The comparison that protects the projection is inside the upsert's
 // ON CONFLICT ... WHERE, against the row as it is when written; old and the
 // verdict only classify (and read the state as of the statement's start).
-// Parking keeps parked_at from the first cause and clears
-// reconcile_checked_at, so the reconciler sends a check for the new cause.
+// Parking a projection that is already parked only updates the reason: it
+// keeps parked_at and the time of the check the reconciler sent, so a
+// parked resource is checked and counted once per parking, however many
+// conflicting or unordered copies (replays) arrive while it waits.
 const versionedSQL = `
 WITH old AS (
     SELECT provider_version, state, status, deleted FROM subscription_projection
@@ -156,7 +158,8 @@ WITH old AS (
     RETURNING 1
 ), park AS (
     UPDATE subscription_projection p SET needs_reconcile = true, updated_at = now(),
-        parked_at = coalesce(p.parked_at, now()), reconcile_checked_at = NULL,
+        parked_at = CASE WHEN p.needs_reconcile THEN coalesce(p.parked_at, now()) ELSE now() END,
+        reconcile_checked_at = CASE WHEN p.needs_reconcile THEN p.reconcile_checked_at END,
         needs_reconcile_reason = CASE x.v
             WHEN 'unordered' THEN 'unordered: versioned snapshot v' || $6 || ' met state fetched from the provider (no version); fetched state kept'
             WHEN 'gap' THEN 'version gap: v' || $6 || ' does not follow v' || p.provider_version

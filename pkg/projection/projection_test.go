@@ -297,12 +297,25 @@ func TestEqualVersionConflictParksProjectionForReconcile(t *testing.T) {
 	same.State = []byte(`{ "v": 20, "status": "past_due" }`)
 	require.Equal(t, projection.Duplicate, a.apply(same))
 
+	// While it waits, another conflicting copy (a replay) updates the
+	// reason but is the same parking: the check already sent stands.
+	_, err := a.s.Pool.Exec(context.Background(), `UPDATE subscription_projection SET reconcile_checked_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	again := snap(r, 20, "canceled")
+	again.EventID = "ev_third"
+	require.Equal(t, projection.Conflict, a.apply(again))
+	p2 := a.get(r)
+	require.Contains(t, p2.NeedsReconcileReason, "ev_third")
+	require.Equal(t, *p.ParkedAt, *p2.ParkedAt)
+	require.NotNil(t, p2.ReconcileCheckedAt, "parked once: no new check for the same parking")
+
 	// A newer version resolves it.
 	require.Equal(t, projection.Applied, a.apply(snap(r, 21, "active")))
 	p = a.get(r)
 	require.False(t, p.NeedsReconcile)
 	require.Empty(t, p.NeedsReconcileReason)
 	require.Nil(t, p.ParkedAt)
+	require.Nil(t, p.ReconcileCheckedAt)
 }
 
 // A provider with both paths (a Standard Webhooks sender whose events carry
