@@ -169,7 +169,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reconcile round failed", slog.String("error", err.Error()))
+			// Each failed step was logged with its name; this is the summary.
+			r.log.DebugContext(ctx, "reconcile round had failed steps", slog.String("error", err.Error()))
 		}
 		select {
 		case <-ctx.Done():
