@@ -332,6 +332,9 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		if st.finding == projection.Diverged || st.finding == projection.Missing {
 			w.p.metrics.checkDivergences.WithLabelValues(m.Provider).Inc()
 		}
+		if st.outcome == projection.Conflict {
+			w.p.metrics.versionConflicts.WithLabelValues(m.Provider).Inc()
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ type metrics struct {
 	failures         *prometheus.CounterVec
 	receiveToApply   *prometheus.HistogramVec
 	checkDivergences *prometheus.CounterVec
+	versionConflicts *prometheus.CounterVec
 }
 
 // receiveToApplyBuckets reach from a healthy pipeline's tens of milliseconds
@@ -31,7 +32,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_events_total",
 			Help: "Inbox events by resulting status (processed, retrying, dead, already_handled, missing)."}, []string{"status"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_projection_outcomes_total",
-			Help: "Projection write outcomes (applied, stale, duplicate, conflict, gap, fetched, fetch_failed, fetch_not_found, recorded)."}, []string{"outcome"}),
+			Help: "Projection write outcomes (applied, stale, duplicate, conflict, gap, unordered, fetched, fetch_failed, fetch_not_found, recorded)."}, []string{"outcome"}),
 		undecodable: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_processor_undecodable_records_total",
 			Help: "Records whose value is not a hookyard message."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_processor_fenced_writes_total",
@@ -54,8 +55,11 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Buckets: receiveToApplyBuckets}, []string{"provider"}),
 		checkDivergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_check_divergences_total",
 			Help: "Reconciliation checks whose provider state differed from the projection, or found none."}, []string{"provider"}),
+		versionConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_projection_version_conflicts_total",
+			Help: "Snapshots with the projection's version but other content: the first one stays and the projection is parked for reconciliation (hookyard parked list)."},
+			[]string{"provider"}),
 	}
 	r.MustRegister(m.records, m.events, m.outcomes, m.undecodable, m.fenced, m.fenceTakes, m.fetches,
-		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences)
+		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences, m.versionConflicts)
 	return m
 }

@@ -207,3 +207,28 @@ INSERT INTO outbox (message_key, message) VALUES ($1, jsonb_build_object('kind',
 	require.Contains(t, h.Detail, "in sync")
 	require.Equal(t, 1.0, metric(t, reg, name, stripe).GetCounter().GetValue())
 }
+
+// Two different snapshots of one version: the first stays, and nobody is
+// left unaware — the event's decision is conflict, the projection is parked
+// for reconciliation, and hookyard_projection_version_conflicts_total
+// counts it by provider. Fails if the counter is removed or a conflict
+// leaves the projection unmarked.
+func TestEqualVersionConflictIsCountedAndParked(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) { c.Registerer = reg }})
+	const name = "hookyard_projection_version_conflicts_total"
+	r := scCBRes("sub_conflict")
+	now := time.Now().Unix()
+
+	scPostCB(t, p, scCBEvent("ev_conf_a", "subscription_changed", r.ID, "active", 5, now))
+	scWaitStatus(t, p, scCBKey("ev_conf_a"), inbox.StatusProcessed)
+	scPostCB(t, p, scCBEvent("ev_conf_b", "subscription_changed", r.ID, "past_due", 5, now))
+	row := scWaitStatus(t, p, scCBKey("ev_conf_b"), inbox.StatusProcessed)
+	require.Equal(t, projection.Conflict, *row.Outcome)
+	require.Equal(t, 1.0, scCounter(t, reg, name, "provider", provider.Chargebee))
+	pr := scProjection(t, p, r)
+	require.Equal(t, "active", pr.Status, "the first snapshot stays")
+	require.True(t, pr.NeedsReconcile)
+	require.Contains(t, pr.NeedsReconcileReason, "ev_conf_b")
+}

@@ -10,19 +10,28 @@
 // projection or another status, a parked projection); what a check then
 // finds when the processor fetches the resource is recorded in
 // projection_history and shown by `hookyard explain`.
+//
+// A round is a sequence of independent steps (purge, requeue, parked, one
+// listing per source): a step that fails is logged and counted
+// (hookyard_reconciler_step_failures_total{step}) and the others still run,
+// so one bad row or one provider outage never stops the recovery work of
+// the rest.
 package reconciler
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/topic"
 )
 
 // Defaults of Config.
@@ -32,7 +41,23 @@ const (
 	PageSizeDefault   = 100
 	StuckAfterDefault = 10 * time.Minute
 	MaxStaleDefault   = 10000
+	// ParkedRecheckDefault is the default of Config.ParkedRecheck.
+	ParkedRecheckDefault = 15 * time.Minute
 )
+
+// Steps of a round, as hookyard_reconciler_step_failures_total labels them.
+const (
+	StepPurge   = "purge"
+	StepRequeue = "requeue"
+	StepParked  = "parked"
+	StepList    = "list"
+)
+
+// Progress reads how far the processors' consumer group got on each
+// partition of the events topic (topic.GroupProgress).
+type Progress interface {
+	Progress(ctx context.Context) ([]topic.PartitionProgress, error)
+}
 
 // Lister pages through a provider's resources. It must list every resource
 // whatever its state: a list that leaves finished ones out (Stripe's
@@ -78,9 +103,27 @@ type Config struct {
 	MaxStale int
 	// PageSize is the provider list page size. Defaults to PageSizeDefault.
 	PageSize int
-	// StuckAfter re-publishes events still pending after this long (their
-	// Kafka message was lost). Defaults to StuckAfterDefault.
+	// StuckAfter: an event pending this long whose Kafka record the
+	// processors' group has read past is lost, and re-published. Defaults
+	// to StuckAfterDefault.
 	StuckAfter time.Duration
+	// Progress tells lost events from slow ones: an event is re-published
+	// only once its message left the outbox and the group's committed offset
+	// on its partition passed the high watermark read after that. Defaults
+	// to none: no event is re-published (without the group's progress, lost
+	// and slow cannot be told apart, and publishing slow events again adds
+	// work exactly when the system is behind).
+	Progress Progress
+	// FetchProviders are the providers whose checks fetch the resource (the
+	// processor has an API client for them). A parked projection is checked
+	// once per parking; one of these providers is checked again every
+	// ParkedRecheck while it stays parked (a fetch may fail for a while).
+	// Others stay parked, listed by `hookyard parked list`, until a newer
+	// version or an operator resolves them. Defaults to none.
+	FetchProviders []string
+	// ParkedRecheck is how often a parked projection of a FetchProviders
+	// provider is checked again. Defaults to ParkedRecheckDefault.
+	ParkedRecheck time.Duration
 	// PayloadRetention: each round drops the payloads of finished events
 	// received longer ago than this (inbox.PurgePayloads). Zero keeps them.
 	PayloadRetention time.Duration
@@ -96,6 +139,20 @@ type Reconciler struct {
 	enqueued    *prometheus.CounterVec
 	divergences *prometheus.CounterVec
 	purged      prometheus.Counter
+	stepFails   *prometheus.CounterVec
+	waiting     prometheus.Gauge
+
+	// marks remembers, for each published pending event of the last round,
+	// its partition's high watermark when it was first seen published: its
+	// record lies below it, so once the group's committed offset passes it
+	// while the event is still pending, the record is lost.
+	mu    sync.Mutex
+	marks map[inbox.Key]mark
+}
+
+type mark struct {
+	at  time.Time
+	end int64
 }
 
 // New builds a reconciler.
@@ -105,6 +162,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 	cfg.PageSize = cmp.Or(cfg.PageSize, PageSizeDefault)
 	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, StuckAfterDefault)
 	cfg.MaxStale = cmp.Or(cfg.MaxStale, MaxStaleDefault)
+	cfg.ParkedRecheck = cmp.Or(cfg.ParkedRecheck, ParkedRecheckDefault)
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -112,11 +170,16 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_checks_enqueued_total",
 			Help: "Messages enqueued, by reason (listed: missing projection or another status than the provider lists; stale: not observed for stale_after and not terminal; parked; stuck)."}, []string{"reason"}),
 		divergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_divergences_total",
-			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status: the provider lists another status than the projection's; parked: a projection waits for a missing version). Each one is sent as a check."},
+			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status: the provider lists another status than the projection's; parked: a projection was parked — version gap, conflict, unordered — counted once per parking). Each one is sent as a check."},
 			[]string{"provider", "kind"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_inbox_payloads_purged_total",
-			Help: "Finished events whose payload the retention purge dropped (identity and decision stay)."})}
-	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged)
+			Help: "Finished events whose payload the retention purge dropped (identity and decision stay)."}),
+		stepFails: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_step_failures_total",
+			Help: "Reconcile round steps that failed (purge, requeue, parked, list); the round's other steps still ran."}, []string{"step"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_reconciler_published_pending_events",
+			Help: "Pending events past the stuck age whose message is in Kafka and not yet read past by the processors' group: slow, not (yet) lost, as of the last round."}),
+		marks: map[inbox.Key]mark{}}
+	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting)
 	return r
 }
 
@@ -126,7 +189,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.log.WarnContext(ctx, "reconcile round failed", slog.String("error", err.Error()))
+			// Each failed step was logged with its name; this is the summary.
+			r.log.DebugContext(ctx, "reconcile round had failed steps", slog.String("error", err.Error()))
 		}
 		select {
 		case <-ctx.Done():
@@ -188,47 +252,63 @@ WITH due AS (
 )
 SELECT count(*) FROM due`
 
+// enqueueParkedSQL sends a check for each parked projection that has had
+// none since it was parked, and again every $2 seconds for providers in $1
+// (their checks fetch, and a fetch may fail for a while). It says per
+// provider how many it sent and how many were first checks, so a parked
+// resource counts as one divergence, not one per round.
 const enqueueParkedSQL = `
-WITH ins AS (
+WITH due AS (
+    SELECT provider, source_account, environment, resource_type, resource_id, reconcile_checked_at IS NULL AS first
+    FROM subscription_projection
+    WHERE needs_reconcile
+      AND (reconcile_checked_at IS NULL
+           OR (provider = ANY($1::text[]) AND reconcile_checked_at <= now() - make_interval(secs => $2::float8)))
+    FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE subscription_projection p SET reconcile_checked_at = now()
+    FROM due d
+    WHERE p.provider = d.provider AND p.source_account = d.source_account AND p.environment = d.environment
+      AND p.resource_type = d.resource_type AND p.resource_id = d.resource_id
+), ins AS (
     INSERT INTO outbox (message_key, message)
-    SELECT ` + checkColumns + `
-    FROM subscription_projection WHERE needs_reconcile
-    RETURNING message::jsonb->>'provider' AS provider
+    SELECT ` + checkColumns + ` FROM due
 )
-SELECT provider, count(*) FROM ins GROUP BY provider`
+SELECT provider, count(*), count(*) FILTER (WHERE first) FROM due GROUP BY provider`
 
-// RunOnce runs one round and returns the checks it enqueued.
+// RunOnce runs one round and returns the checks and events it enqueued.
+// Each step runs whatever became of the others; the error joins the steps
+// that failed.
 func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
 	var total int64
-	if r.cfg.PayloadRetention > 0 {
-		n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
-		r.purged.Add(float64(n))
-		if err != nil {
-			return total, err
-		}
-	}
-	stuck, err := inbox.RequeueStuck(ctx, r.pool, time.Now().Add(-r.cfg.StuckAfter), 1000)
-	if err != nil {
-		return total, err
-	}
-	total += stuck
-	r.enqueued.WithLabelValues("stuck").Add(float64(stuck))
-	parked, err := r.enqueueParked(ctx)
-	if err != nil {
-		return total, err
-	}
-	total += parked
-	for _, s := range r.cfg.Sources {
-		n, err := r.reconcileSource(ctx, s)
+	var errs []error
+	step := func(name string, run func(context.Context) (int64, error)) {
+		n, err := run(ctx)
 		total += n
 		if err != nil {
-			return total, err
+			r.stepFails.WithLabelValues(name).Inc()
+			if ctx.Err() == nil {
+				r.log.WarnContext(ctx, "reconcile step failed", slog.String("step", name), slog.String("error", err.Error()))
+			}
+			errs = append(errs, fmt.Errorf("reconcile %s: %w", name, err))
 		}
 	}
-	if total > 0 {
-		r.log.InfoContext(ctx, "reconcile round", slog.Int64("checks", total))
+	if r.cfg.PayloadRetention > 0 {
+		step(StepPurge, func(ctx context.Context) (int64, error) {
+			n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
+			r.purged.Add(float64(n))
+			return 0, err
+		})
 	}
-	return total, nil
+	step(StepRequeue, r.requeueLost)
+	step(StepParked, r.enqueueParked)
+	for _, s := range r.cfg.Sources {
+		step(StepList, func(ctx context.Context) (int64, error) { return r.reconcileSource(ctx, s) })
+	}
+	if total > 0 {
+		r.log.InfoContext(ctx, "reconcile round", slog.Int64("enqueued", total))
+	}
+	return total, errors.Join(errs...)
 }
 
 // reconcileSource checks the source's stale projections, then pages
@@ -276,24 +356,88 @@ func (r *Reconciler) reconcileSource(ctx context.Context, s Source) (int64, erro
 }
 
 func (r *Reconciler) enqueueParked(ctx context.Context) (int64, error) {
-	rows, err := r.pool.Query(ctx, enqueueParkedSQL)
+	rows, err := r.pool.Query(ctx, enqueueParkedSQL, r.cfg.FetchProviders, r.cfg.ParkedRecheck.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("enqueue parked resources: %w", err)
 	}
 	var total int64
 	for rows.Next() {
 		var provider string
-		var n int64
-		if err := rows.Scan(&provider, &n); err != nil {
+		var n, first int64
+		if err := rows.Scan(&provider, &n, &first); err != nil {
 			rows.Close()
 			return total, fmt.Errorf("enqueue parked resources: %w", err)
 		}
 		total += n
-		r.divergences.WithLabelValues(provider, "parked").Add(float64(n))
+		r.divergences.WithLabelValues(provider, "parked").Add(float64(first))
 	}
 	if err := rows.Err(); err != nil {
 		return total, fmt.Errorf("enqueue parked resources: %w", err)
 	}
 	r.enqueued.WithLabelValues("parked").Add(float64(total))
 	return total, nil
+}
+
+// requeueLost re-publishes pending events whose Kafka record is lost, and
+// only those. An event is a candidate once its message left the outbox
+// (inbox.PublishedPending): its record was acknowledged by then, so it lies
+// below the high watermark read afterwards. It is lost when the group's
+// committed offset on its partition reaches that high watermark while the
+// event is still pending — the group read past it without handling it (an
+// embedded broker that started empty, retention, an unclean leader
+// election). That is decided at once when the group has caught up with the
+// partition, else in a later round against the high watermark remembered
+// when the event was first seen. A group that is merely behind never
+// reaches it, so slow events are not published twice.
+func (r *Reconciler) requeueLost(ctx context.Context) (int64, error) {
+	if r.cfg.Progress == nil {
+		return 0, nil
+	}
+	pub, err := inbox.PublishedPending(ctx, r.pool, time.Now().Add(-r.cfg.StuckAfter), 1000)
+	if err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(pub) == 0 {
+		clear(r.marks)
+		r.waiting.Set(0)
+		return 0, nil
+	}
+	prog, err := r.cfg.Progress.Progress(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(prog) == 0 {
+		return 0, errors.New("read consumer group progress: no partitions")
+	}
+	marks := make(map[inbox.Key]mark, len(pub))
+	var lost []inbox.Published
+	for _, p := range pub {
+		pp := prog[topic.PartitionOf(p.MessageKey, len(prog))]
+		if !pp.Known {
+			if m, ok := r.marks[p.Key]; ok && m.at.Equal(p.At) {
+				marks[p.Key] = m
+			}
+			continue
+		}
+		m, ok := r.marks[p.Key]
+		if !ok || !m.at.Equal(p.At) {
+			m = mark{at: p.At, end: pp.End}
+		}
+		if pp.Consumed >= m.end || pp.Consumed >= pp.End {
+			lost = append(lost, p)
+			continue
+		}
+		marks[p.Key] = m
+	}
+	r.marks = marks
+	r.waiting.Set(float64(len(marks)))
+	n, err := inbox.RequeueLost(ctx, r.pool, lost)
+	r.enqueued.WithLabelValues("stuck").Add(float64(n))
+	if n > 0 {
+		r.log.InfoContext(ctx, "re-published lost events", slog.Int64("count", n),
+			slog.Int("waiting", len(marks)))
+	}
+	return n, err
 }

@@ -8,11 +8,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/internal/promread"
+	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -63,7 +66,8 @@ VALUES ('stripe', $1, 'test', 'evt_lost', $2, 'customer.subscription.updated', '
         '{"id":"evt_lost","type":"customer.subscription.updated","data":{"object":{"id":"sub_stuck","object":"subscription"}}}', now() - interval '1 hour')`,
 		pipelinetest.StripeAccount, pipelinetest.StripeEndpoint)
 	require.NoError(t, err)
-	n, err := reconciler.New(p.Pool, p.Log, reconciler.Config{StuckAfter: time.Minute, Registerer: prometheus.NewRegistry()}).RunOnce(ctx)
+	n, err := reconciler.New(p.Pool, p.Log, reconciler.Config{StuckAfter: time.Minute, Registerer: prometheus.NewRegistry(),
+		Progress: groupProgress(p)}).RunOnce(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	p.WaitIdle()
@@ -108,6 +112,14 @@ VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', '{"created": 1700000000}',
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[string]bool{"evt_old_done": false, "evt_new_done": true, "evt_old_pending": true}, kept)
 	require.Equal(t, 1.0, counterValue(t, reg, "hookyard_inbox_payloads_purged_total"))
+}
+
+// groupProgress reads the pipeline's processor group on its topic.
+func groupProgress(p *pipelinetest.Pipeline) topic.GroupProgress {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...))
+	require.NoError(p.T, err)
+	p.T.Cleanup(cl.Close)
+	return topic.GroupProgress{Client: cl, Topic: kafkatest.Topic, Group: p.ProcessorConfig("any").Group}
 }
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {

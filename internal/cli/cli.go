@@ -57,6 +57,9 @@ Operations:
                                            one event and its history entries
   dead replay PROVIDER ACCOUNT ENV EVENT_ID    replay one dead event (refused if it is not dead)
   dead replay [filters of dead list] [-limit N]
+  parked list [-provider P] [-account A] [-environment E] [-limit N]
+                                           projections parked for reconciliation (version gap, conflict,
+                                           unordered) with why, since when and the last check sent
   purge [-older-than 720h]                 drop payloads of finished events, keep their identities
                                            (default: retention.payload_age; the reconciler also purges)
   fence status                             partition generations and the fenced partition count
@@ -126,7 +129,7 @@ func envOr(k, def string) string {
 func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
-	case "migrate", "events", "explain", "replay", "purge", "fence", "dead":
+	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked":
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
@@ -191,7 +194,12 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		}
 		return withMetrics(ctx, e, p.Run)
 	case "reconciler":
-		rec, err := e.reconciler(stripeBase, 0)
+		kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(cfg)...))
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer kc.Close()
+		rec, err := e.reconciler(stripeBase, 0, kc)
 		if err != nil {
 			return err
 		}
@@ -214,6 +222,8 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return replay(ctx, e, args, stdout)
 	case "dead":
 		return deadCmd(ctx, e, args, stdout)
+	case "parked":
+		return parkedCmd(ctx, e, args, stdout)
 	case "purge":
 		fs := flag.NewFlagSet("purge", flag.ContinueOnError)
 		older := fs.Duration("older-than", cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")

@@ -13,6 +13,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/opsapi"
 	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/projection"
 )
 
 // timeValue is a flag holding a time given as a duration back from now
@@ -120,6 +121,30 @@ func deadCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error
 		return printJSON(stdout, map[string]any{"replayed": n})
 	}
 	return usageErr("dead %s: unknown, want list, show or replay", args[0])
+}
+
+// parkedCmd runs `parked list`: projections waiting for reconciliation,
+// including those a check could not resolve.
+func parkedCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "list" {
+		return usageErr("parked needs list")
+	}
+	fs := flag.NewFlagSet("parked list", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f projection.ParkedFilter
+	fs.StringVar(&f.Provider, "provider", "", "only this provider")
+	fs.StringVar(&f.SourceAccount, "account", "", "only this source account")
+	fs.StringVar(&f.Environment, "environment", "", "only this environment")
+	fs.IntVar(&f.Limit, "limit", projection.ParkedListLimitDefault, "most projections to list")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil || len(pos) > 0 || f.Limit <= 0 {
+		return usageErr("parked list [-provider P] [-account A] [-environment E] [-limit N]%s", errSuffix(err))
+	}
+	parked, err := projection.ListParked(ctx, e.pool, f)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"parked": parked, "count": len(parked)})
 }
 
 func errSuffix(err error) string {

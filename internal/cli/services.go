@@ -40,6 +40,18 @@ import (
 // SimAddrDefault is where `hookyard dev` serves its Stripe simulator.
 const SimAddrDefault = "127.0.0.1:12111"
 
+// DevReconcileInterval is the longest `hookyard dev` waits between
+// reconciler rounds, whatever the config says (the contract: every 30 s).
+const DevReconcileInterval = 30 * time.Second
+
+// RepublishBatchDefault is how many pending events `hookyard dev`
+// re-publishes per statement at start-up.
+const RepublishBatchDefault = 1000
+
+// embeddedKafkaPort is where `hookyard dev` serves its embedded Kafka (the
+// contract's 127.0.0.1:9092); tests set 0 for a free port.
+var embeddedKafkaPort = 9092
+
 // env carries what every service needs.
 type env struct {
 	cfg  *config.Config
@@ -148,7 +160,10 @@ func (e *env) stripeSources(stripeBase string) ([]reconciler.Source, error) {
 	return sources, nil
 }
 
-func (e *env) reconciler(stripeBase string, interval time.Duration) (*reconciler.Reconciler, error) {
+// reconciler builds the reconciler. kafka reads the processors' group
+// progress, which tells lost events from slow ones; nil re-publishes none.
+// A positive interval caps the configured one (dev reconciles every 30 s).
+func (e *env) reconciler(stripeBase string, interval time.Duration, kafka *kgo.Client) (*reconciler.Reconciler, error) {
 	sources, err := e.stripeSources(stripeBase)
 	if err != nil {
 		return nil, err
@@ -161,9 +176,19 @@ func (e *env) reconciler(stripeBase string, interval time.Duration) (*reconciler
 			e.log.Warn("register database gauges", slog.String("error", err.Error()))
 		}
 	}
+	iv := e.cfg.Reconcile.Interval
+	if interval > 0 && (iv <= 0 || iv > interval) {
+		iv = interval
+	}
+	var progress reconciler.Progress
+	if kafka != nil {
+		progress = topic.GroupProgress{Client: kafka, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group}
+	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
-		Interval: max(interval, e.cfg.Reconcile.Interval), StaleAfter: e.cfg.Reconcile.StaleAfter,
-		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: e.reg}), nil
+		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter,
+		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: e.reg, Progress: progress,
+		// The processor has an API client for these (e.processor's Fetchers).
+		FetchProviders: []string{provider.Stripe}}), nil
 }
 
 func (e *env) opsAPI() *echo.Echo {
@@ -188,7 +213,7 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	seeds := e.cfg.KafkaBrokers
 	embedded := len(seeds) == 0
 	if embedded {
-		cluster, err := kfake.NewCluster(kfake.Ports(9092), kfake.SeedTopics(e.cfg.Kafka.Partitions, e.cfg.Kafka.Topic))
+		cluster, err := kfake.NewCluster(kfake.Ports(embeddedKafkaPort), kfake.SeedTopics(e.cfg.Kafka.Partitions, e.cfg.Kafka.Topic))
 		if err != nil {
 			return fmt.Errorf("start embedded kafka on %s: %w", config.KafkaAddrDefault, err)
 		}
@@ -230,17 +255,6 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 			return nil
 		})
 	}
-	// The embedded broker starts empty: whatever was pending when the last
-	// dev run stopped goes out again.
-	if embedded {
-		n, err := inbox.RequeueStuck(ctx, e.pool, time.Now(), 100000)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			e.log.InfoContext(ctx, "re-published pending events", slog.Int64("count", n))
-		}
-	}
 	rcv, err := e.receiver()
 	if err != nil {
 		return err
@@ -253,7 +267,12 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	if err != nil {
 		return err
 	}
-	rec, err := e.reconciler(stripeBase, time.Minute)
+	kc, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer kc.Close()
+	rec, err := e.reconciler(stripeBase, DevReconcileInterval, kc)
 	if err != nil {
 		return err
 	}
@@ -263,6 +282,23 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	g.Go(func() error { return proc.Run(ctx) })
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
+	if embedded {
+		// The embedded broker starts empty: whatever was pending when the
+		// last dev run stopped goes out again. In the background and in
+		// batches, after the services started: a large backlog in one
+		// statement kept the receiver from answering for minutes.
+		g.Go(func() error {
+			n, err := inbox.RepublishPending(ctx, e.pool, RepublishBatchDefault)
+			if err != nil && ctx.Err() == nil {
+				// The reconciler re-publishes what this missed: with an
+				// empty broker every such record is read past, so lost.
+				e.log.WarnContext(ctx, "re-publish pending events", slog.Int64("count", n), slog.String("error", err.Error()))
+			} else if n > 0 {
+				e.log.InfoContext(ctx, "re-published pending events", slog.Int64("count", n))
+			}
+			return nil
+		})
+	}
 	err = g.Wait()
 	e.log.Info("stopped")
 	return err

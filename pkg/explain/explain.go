@@ -1,7 +1,7 @@
 // Package explain builds one resource's timeline for the operator woken at
 // 3 a.m.: every event received for it (arrival time and the provider's own
 // time), what the processor decided about each (applied, stale, duplicate,
-// conflict, gap, fenced, ignored, recorded), the provider fetches it made and
+// conflict, gap, unordered, fenced, ignored, recorded), the provider fetches it made and
 // how they ended, and what reconciliation checks found — in the order they
 // happened, under the current projection and access decision.
 //
@@ -47,7 +47,7 @@ const (
 	// KindReceived: an event arrived (one per inbox row).
 	KindReceived = "received"
 	// KindDecision: what the processor did with an event: applied, stale,
-	// duplicate, conflict, gap, fenced, recorded; ignored for an event type
+	// duplicate, conflict, gap, unordered, fenced, recorded; ignored for an event type
 	// the endpoint does not accept.
 	KindDecision = "decision"
 	// KindFetch: a provider fetch for an event without a version.

@@ -30,7 +30,16 @@ func (t Timeline) WriteText(w io.Writer) error {
 		parts = append(parts, "observed "+ts(p.ObservedAt), "updated "+ts(p.UpdatedAt),
 			"fence generation "+strconv.FormatInt(p.Generation, 10))
 		if p.NeedsReconcile {
-			parts = append(parts, "NEEDS RECONCILE (parked on a version gap)")
+			parked := "PARKED: " + cmp.Or(p.NeedsReconcileReason, "needs reconcile")
+			if p.ParkedAt != nil {
+				parked += " (since " + ts(*p.ParkedAt) + ")"
+			}
+			if p.ReconcileCheckedAt != nil {
+				parked += "; check sent " + ts(*p.ReconcileCheckedAt)
+			} else {
+				parked += "; no check sent yet"
+			}
+			parts = append(parts, parked)
 		}
 		fmt.Fprintf(tw, "projection\t%s\n", strings.Join(parts, " · "))
 	} else {
@@ -159,7 +168,11 @@ func (e Entry) detail() string {
 		case projection.Duplicate:
 			add("same version and content as the projection; nothing to do")
 		case projection.Conflict:
-			add("same version as the projection, other content; projection kept (" + e.previous() + ")")
+			add("same version as the projection, other content; first snapshot of this version kept (" + e.previous() +
+				"); projection parked for reconciliation")
+		case projection.Unordered:
+			add("the projection was fetched from the provider (no version) and cannot be ordered against a snapshot; fetched state kept (" +
+				e.previous() + "); projection parked for a check")
 		case projection.Gap:
 			add("a version is missing before this one; parked until it arrives")
 		case projection.Fenced:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -84,19 +85,137 @@ func ReplayResource(ctx context.Context, pool *pgxpool.Pool, provider, account, 
 	return tag.RowsAffected(), nil
 }
 
-const stuckSQL = `
-SELECT provider, source_account, environment, event_id FROM webhook_inbox
-WHERE status = 'pending' AND coalesce(next_attempt_at, received_at) < $2
-ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+// messageKeySQL is the Kafka key of an inbox row's message, as intake and
+// enqueueSQL write it (message.Resource.Key).
+const messageKeySQL = `concat_ws('/', w.provider, w.source_account, w.environment,
+    CASE WHEN w.resource_id = '' THEN 'event' ELSE w.resource_type END,
+    CASE WHEN w.resource_id = '' THEN w.event_id ELSE w.resource_id END)`
 
-// RequeueStuck re-publishes up to limit events still pending since before
-// cutoff: their message was lost on the way (an embedded broker that
-// restarted, a topic's retention, an unclean leader election). Publishing
-// again is harmless: the processor handles an event only while it is pending.
-func RequeueStuck(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, limit int) (int64, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, stuckSQL), "requeue", cutoff, limit)
+// stuckSQL finds pending events whose latest publication left the outbox.
+// A pending row's publication time is coalesce(next_attempt_at,
+// received_at): intake and every re-publish set it in the statement that
+// inserts the outbox row, whose created_at is the same now(). So when no
+// outbox row is that old, this publication's row is gone: the relay deleted
+// it in the transaction that saw the broker acknowledge the record (or moved
+// it to outbox_dead, refused for good — those are left to the operator:
+// publishing them again fails again). Both rows commit together, so one
+// snapshot never sees the inbox row without its outbox row still there.
+// A row waiting in the outbox is slow, never lost; one older outbox row (a
+// backlog) makes every younger event wait too, which is what a backlog
+// should do: no extra work while the system is behind.
+const stuckSQL = `
+SELECT w.provider, w.source_account, w.environment, w.event_id, coalesce(w.next_attempt_at, w.received_at),
+       ` + messageKeySQL + `
+FROM webhook_inbox w
+WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) < $1
+  AND coalesce(w.next_attempt_at, w.received_at) < coalesce((SELECT min(created_at) FROM outbox), 'infinity')
+  -- implied by the two above (a publication is never older than its
+  -- receipt), and what bounds the scan of webhook_inbox_unfinished: behind
+  -- a backlog, the pending rows younger than the outbox's oldest row are
+  -- not read at all
+  AND w.received_at < least($1, coalesce((SELECT min(created_at) FROM outbox), 'infinity'))
+  AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM outbox_dead d
+                  WHERE d.created_at = coalesce(w.next_attempt_at, w.received_at) AND d.message_key = ` + messageKeySQL + `)
+ORDER BY w.received_at LIMIT $2`
+
+// Published is a pending event whose message left the outbox for Kafka.
+type Published struct {
+	Key Key
+	// At is when this publication was enqueued (received_at, or the last
+	// re-publish); a later re-publish changes it.
+	At time.Time
+	// MessageKey is the Kafka key its record was produced with.
+	MessageKey string
+}
+
+// PublishedPending returns up to limit pending events, oldest first,
+// enqueued before cutoff whose message has left the outbox: their record
+// is in Kafka (or was lost on the way). Whether the consumer group has read
+// past it is for the caller to decide; RequeueLost publishes the lost ones.
+func PublishedPending(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, limit int) ([]Published, error) {
+	rows, err := pool.Query(ctx, stuckSQL, cutoff, limit)
 	if err != nil {
-		return 0, fmt.Errorf("requeue stuck events: %w", err)
+		return nil, fmt.Errorf("find published pending events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Published, error) {
+		var p Published
+		err := row.Scan(&p.Key.Provider, &p.Key.SourceAccount, &p.Key.Environment, &p.Key.EventID, &p.At, &p.MessageKey)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find published pending events: %w", err)
+	}
+	return out, nil
+}
+
+// lostSQL picks the listed events only if they are still pending from the
+// same publication: one processed, or re-published (by a retry, a replay)
+// since it was judged lost, is left alone.
+const lostSQL = `
+SELECT w.provider, w.source_account, w.environment, w.event_id
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS k(provider, source_account, environment, event_id, at)
+JOIN webhook_inbox w ON w.provider = k.provider AND w.source_account = k.source_account
+  AND w.environment = k.environment AND w.event_id = k.event_id
+WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) = k.at
+FOR UPDATE OF w SKIP LOCKED`
+
+// RequeueLost re-publishes events whose Kafka record is lost (the caller
+// saw the consumer group read past it while they stayed pending). Publishing
+// again is harmless: the processor handles an event only while it is
+// pending.
+func RequeueLost(ctx context.Context, pool *pgxpool.Pool, lost []Published) (int64, error) {
+	if len(lost) == 0 {
+		return 0, nil
+	}
+	keys := make([]Key, len(lost))
+	at := make([]time.Time, len(lost))
+	for i, l := range lost {
+		keys[i], at[i] = l.Key, l.At
+	}
+	p, a, e, id := keyColumns(keys)
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, lostSQL), "requeue", p, a, e, id, at)
+	if err != nil {
+		return 0, fmt.Errorf("requeue %d lost events: %w", len(lost), err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// republishSQL picks a page of events pending since before $2. Each one it
+// re-publishes gets a new publication time (now(), after $2), so the next
+// page starts after it; one without a payload cannot be re-published and
+// would otherwise be picked again and again.
+const republishSQL = `
+SELECT provider, source_account, environment, event_id FROM webhook_inbox
+WHERE status = 'pending' AND coalesce(next_attempt_at, received_at) < $2
+  AND (payload IS NOT NULL OR raw_body IS NOT NULL)
+ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// RepublishPending re-publishes every event pending since before it
+// started (by the database's clock, which stamps re-publications: a faster
+// local clock would pick the rows it just re-published again, forever),
+// batch rows per statement (each its own transaction, so the outbox relay
+// starts on the first page while later ones are written), and returns how
+// many it re-published. It is for a broker known to have lost everything
+// (hookyard dev's embedded Kafka starts empty); it does not ask whether a
+// record is lost.
+func RepublishPending(ctx context.Context, pool *pgxpool.Pool, batch int) (int64, error) {
+	if batch <= 0 {
+		return 0, fmt.Errorf("republish pending events: batch must be positive, got %d", batch)
+	}
+	var before time.Time
+	if err := pool.QueryRow(ctx, `SELECT now()`).Scan(&before); err != nil {
+		return 0, fmt.Errorf("republish pending events: %w", err)
+	}
+	var total int64
+	for {
+		tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, republishSQL), "requeue", before, batch)
+		if err != nil {
+			return total, fmt.Errorf("republish pending events: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() == 0 {
+			return total, nil
+		}
+	}
 }

@@ -101,6 +101,30 @@ ORDER BY received_at DESC LIMIT $6`, provider, account, env, rtype, rid, limit)
 	return out, nil
 }
 
+// unixTimeSQL reads the JSON value at expr as Unix seconds (milliseconds
+// from 1e11 on, as explain reads them) and yields NULL for anything else:
+// a string, an object, a negative number, microseconds, 1e300. A sender may
+// put any value there, and to_timestamp on one out of range raises
+// "timestamp out of range", which failed the whole purge statement, every
+// round, because of one row. The range is checked as numeric, which holds
+// any JSON number, before anything is converted.
+func unixTimeSQL(expr string) string {
+	n := "(" + expr + ")::numeric"
+	return `CASE WHEN jsonb_typeof(` + expr + `) = 'number' THEN CASE
+        WHEN ` + n + ` >= 0 AND ` + n + ` < 1e11 THEN to_timestamp(` + n + `::float8)
+        WHEN ` + n + ` >= 1e11 AND ` + n + ` < 1e14 THEN to_timestamp(` + n + `::float8 / 1000) END END`
+}
+
+var purgeSQL = `
+UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL,
+    -- keep the provider's time, which explain shows, before the payload goes
+    occurred_at = coalesce(w.occurred_at, ` + unixTimeSQL("w.payload->'created'") + `, ` + unixTimeSQL("w.payload->'occurred_at'") + `)
+FROM (SELECT provider, source_account, environment, event_id FROM webhook_inbox
+      WHERE status IN ('processed', 'ignored') AND received_at < $1 AND (payload IS NOT NULL OR raw_body IS NOT NULL)
+      LIMIT $2 FOR UPDATE SKIP LOCKED) p
+WHERE w.provider = p.provider AND w.source_account = p.source_account
+  AND w.environment = p.environment AND w.event_id = p.event_id`
+
 // PurgePayloads drops the payload and raw bytes of finished events (processed
 // or ignored) received before cutoff, in chunks, keeping their identity rows
 // so late repeats are still recognised, and their status and decision. The
@@ -113,17 +137,7 @@ func PurgePayloads(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, ch
 	}
 	var total int64
 	for {
-		tag, err := pool.Exec(ctx, `
-UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL,
-    -- keep the provider's time, which explain shows, before the payload goes
-    occurred_at = coalesce(w.occurred_at, CASE
-        WHEN jsonb_typeof(w.payload->'created') = 'number' THEN to_timestamp((w.payload->>'created')::float8)
-        WHEN jsonb_typeof(w.payload->'occurred_at') = 'number' THEN to_timestamp((w.payload->>'occurred_at')::float8) END)
-FROM (SELECT provider, source_account, environment, event_id FROM webhook_inbox
-      WHERE status IN ('processed', 'ignored') AND received_at < $1 AND (payload IS NOT NULL OR raw_body IS NOT NULL)
-      LIMIT $2 FOR UPDATE SKIP LOCKED) p
-WHERE w.provider = p.provider AND w.source_account = p.source_account
-  AND w.environment = p.environment AND w.event_id = p.event_id`, cutoff, chunk)
+		tag, err := pool.Exec(ctx, purgeSQL, cutoff, chunk)
 		if err != nil {
 			return total, fmt.Errorf("purge payloads: %w", err)
 		}

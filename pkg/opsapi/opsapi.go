@@ -68,6 +68,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.POST("/purge", a.purge)
 	v1.POST("/replay/partition", a.replayPartition)
 	v1.GET("/dead", a.listDead)
+	v1.GET("/parked", a.listParked)
 	v1.POST("/dead/replay", a.replayDeadMatching)
 	v1.GET("/dead/:provider/:account/:environment/:event_id", a.showDead)
 	return e
@@ -247,4 +248,23 @@ func (a *api) purge(c echo.Context) error {
 		return a.internal(c, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"purged": n})
+}
+
+// listParked serves GET /v1/parked?provider=&account=&environment=&limit=:
+// projections waiting for reconciliation and why.
+func (a *api) listParked(c echo.Context) error {
+	q := c.QueryParams()
+	f := projection.ParkedFilter{Provider: q.Get("provider"), SourceAccount: q.Get("account"), Environment: q.Get("environment")}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > MaxLimit {
+			return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
+		}
+		f.Limit = n
+	}
+	parked, err := projection.ListParked(c.Request().Context(), a.pool, f)
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"parked": parked, "count": len(parked)})
 }

@@ -87,3 +87,33 @@ func mustPut(p *pipelinetest.Pipeline, id, status string) any {
 	s, _ := p.Sim.Get(id)
 	return s
 }
+
+// GET /v1/parked lists parked projections with why they are parked,
+// filtered like the dead list. Fails if the route is removed or filters are
+// ignored.
+func TestParkedEndpointListsParkedProjections(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: "tok"}))
+	t.Cleanup(srv.Close)
+	_, err := s.Pool.Exec(context.Background(), `
+INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+                                     fence_generation, needs_reconcile, needs_reconcile_reason, parked_at)
+VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_a', '{}', 'active', 1, true, 'version conflict: x', now()),
+       ('stripe', 'acct', 'test', 'subscription', 'sub_b', '{}', 'active', 1, true, 'unordered: y', now()),
+       ('stripe', 'acct', 'test', 'subscription', 'sub_c', '{}', 'active', 1, false, NULL, NULL)`)
+	require.NoError(t, err)
+
+	code, body := do(t, http.MethodGet, srv.URL+"/v1/parked", "tok")
+	require.Equal(t, http.StatusOK, code)
+	require.EqualValues(t, 2, body["count"])
+	code, body = do(t, http.MethodGet, srv.URL+"/v1/parked?provider=stripe&account=acct&environment=test", "tok")
+	require.Equal(t, http.StatusOK, code)
+	require.EqualValues(t, 1, body["count"])
+	first := body["parked"].([]any)[0].(map[string]any)
+	require.Equal(t, "unordered: y", first["needs_reconcile_reason"])
+	code, _ = do(t, http.MethodGet, srv.URL+"/v1/parked?limit=-1", "tok")
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = do(t, http.MethodGet, srv.URL+"/v1/parked", "")
+	require.Equal(t, http.StatusUnauthorized, code)
+}

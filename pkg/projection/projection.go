@@ -39,6 +39,11 @@ const (
 	// Fenced: the writer lost its partition; its transaction was refused and
 	// the partition's new owner handles the event.
 	Fenced = "fenced"
+	// Unordered: a versioned snapshot met a projection fetched from the
+	// provider's API (no version). The two cannot be ordered, so the fetched
+	// state stays and the projection is parked for a check, which fetches
+	// the current state again.
+	Unordered = "unordered"
 )
 
 // Findings of a reconciliation check: what the provider's state was, compared
@@ -95,39 +100,83 @@ type Write struct {
 	Incremental bool
 }
 
+// versionedSQL decides and writes in one statement, and returns its
+// decision. The rules, in order, against the projection the statement finds:
+//
+//   - none: insert (applied).
+//   - fetched (provider_version NULL): never overwritten (unordered). A
+//     fetched state has no version to compare with, and a late snapshot
+//     replacing a fresh fetch would move the resource backwards; the
+//     projection is parked so a check fetches the provider's state again.
+//   - incremental endpoint, version past current+1: not applied, parked (gap).
+//   - higher version: applied; lower: stale.
+//   - equal version, same deleted flag and same content: duplicate. Content
+//     is the state compared as jsonb, which is normalized (key order,
+//     spacing), so a re-serialized copy is still a duplicate.
+//   - equal version, a deletion over a live snapshot: applied. A provider's
+//     deletion event repeats the last version (Chargebee's resource_version
+//     is unchanged by subscription_deleted), and the deletion is the later
+//     fact; the live snapshot of that version arriving after it is stale.
+//   - equal version, same deleted flag, other content: conflict. The first
+//     to arrive stays; the projection is parked with the reason.
+//
+// The comparison that protects the projection is inside the upsert's
+// ON CONFLICT ... WHERE, against the row as it is when written; old and the
+// verdict only classify (and read the state as of the statement's start).
+// Parking a projection that is already parked only updates the reason: it
+// keeps parked_at and the time of the check the reconciler sent, so a
+// parked resource is checked and counted once per parking, however many
+// conflicting or unordered copies (replays) arrive while it waits.
 const versionedSQL = `
 WITH old AS (
     SELECT provider_version, state, status, deleted FROM subscription_projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+), verdict AS (
+    SELECT CASE
+        WHEN o.provider_version IS NULL THEN 'unordered'
+        WHEN $12::bool AND o.provider_version + 1 < $6 THEN 'gap'
+        WHEN $6 > o.provider_version THEN 'newer'
+        WHEN $6 < o.provider_version THEN 'stale'
+        WHEN o.deleted = $9 AND o.state = $7::jsonb THEN 'duplicate'
+        WHEN $9 AND NOT o.deleted THEN 'newer'
+        WHEN o.deleted THEN 'stale'
+        ELSE 'conflict' END AS v
+    FROM old o
 ), up AS (
     INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
         provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, needs_reconcile)
     SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, now(), now(), false
-    WHERE NOT $12::bool OR NOT EXISTS (SELECT 1 FROM old) OR (SELECT provider_version FROM old) IS NULL
-       OR (SELECT provider_version + 1 FROM old) >= $6
+    WHERE NOT EXISTS (SELECT 1 FROM verdict WHERE v IN ('unordered', 'gap'))
     ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
     SET provider_version = EXCLUDED.provider_version, state = EXCLUDED.state, status = EXCLUDED.status,
         deleted = EXCLUDED.deleted, source_event_id = EXCLUDED.source_event_id,
-        fence_generation = EXCLUDED.fence_generation, observed_at = now(), updated_at = now(), needs_reconcile = false
-    WHERE p.provider_version IS NULL OR EXCLUDED.provider_version > p.provider_version
+        fence_generation = EXCLUDED.fence_generation, observed_at = now(), updated_at = now(),
+        needs_reconcile = false, needs_reconcile_reason = NULL, parked_at = NULL, reconcile_checked_at = NULL
+    WHERE p.provider_version IS NOT NULL
+      AND (EXCLUDED.provider_version > p.provider_version
+           OR (EXCLUDED.provider_version = p.provider_version AND EXCLUDED.deleted AND NOT p.deleted))
     RETURNING 1
-), gap AS (
-    UPDATE subscription_projection SET needs_reconcile = true, updated_at = now()
-    WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
-      AND $12::bool AND provider_version + 1 < $6
+), park AS (
+    UPDATE subscription_projection p SET needs_reconcile = true, updated_at = now(),
+        parked_at = CASE WHEN p.needs_reconcile THEN coalesce(p.parked_at, now()) ELSE now() END,
+        reconcile_checked_at = CASE WHEN p.needs_reconcile THEN p.reconcile_checked_at END,
+        needs_reconcile_reason = CASE x.v
+            WHEN 'unordered' THEN 'unordered: versioned snapshot v' || $6 || ' met state fetched from the provider (no version); fetched state kept'
+            WHEN 'gap' THEN 'version gap: v' || $6 || ' does not follow v' || p.provider_version
+            ELSE 'version conflict: another snapshot of v' || $6 || ' (event ' || $10 || ') differs; first one kept' END
+    FROM verdict x
+    WHERE p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = $5
+      AND x.v IN ('unordered', 'gap', 'conflict')
     RETURNING 1
 )
 SELECT CASE
     WHEN EXISTS (SELECT 1 FROM up) THEN 'applied'
-    WHEN EXISTS (SELECT 1 FROM gap) THEN 'gap'
-    WHEN (SELECT provider_version FROM old) = $6 AND (SELECT state FROM old) = $7::jsonb THEN 'duplicate'
-    WHEN (SELECT provider_version FROM old) = $6 THEN 'conflict'
-    ELSE 'stale' END,
+    ELSE coalesce((SELECT CASE WHEN v = 'newer' THEN 'stale' ELSE v END FROM verdict), 'stale') END,
     coalesce((SELECT ` + labelSQL + ` FROM old), '')`
 
 // Result is what a write did and what it found.
 type Result struct {
-	// Outcome is Applied, Stale, Duplicate, Conflict or Gap.
+	// Outcome is Applied, Stale, Duplicate, Conflict, Gap or Unordered.
 	Outcome string
 	// Previous is the Label of the projection the write found, "" for none.
 	Previous string
@@ -179,7 +228,8 @@ WITH old AS (
     ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
     SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
         source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
-        observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false
+        observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false,
+        needs_reconcile_reason = NULL, parked_at = NULL, reconcile_checked_at = NULL
 )
 SELECT coalesce((SELECT ` + labelSQL + ` FROM old), '')`
 
@@ -263,10 +313,17 @@ type Projection struct {
 	Status         string           `json:"status"`
 	Deleted        bool             `json:"deleted"`
 	NeedsReconcile bool             `json:"needs_reconcile"`
-	SourceEventID  string           `json:"source_event_id"`
-	Generation     int64            `json:"fence_generation"`
-	ObservedAt     time.Time        `json:"observed_at"`
-	UpdatedAt      time.Time        `json:"updated_at"`
+	// NeedsReconcileReason says why it is parked (the latest cause).
+	NeedsReconcileReason string `json:"needs_reconcile_reason,omitempty"`
+	// ParkedAt is when it was parked; nil when it is not.
+	ParkedAt *time.Time `json:"parked_at,omitempty"`
+	// ReconcileCheckedAt is when the reconciler last sent a check for it
+	// while parked; nil when none was sent yet.
+	ReconcileCheckedAt *time.Time `json:"reconcile_checked_at,omitempty"`
+	SourceEventID      string     `json:"source_event_id"`
+	Generation         int64      `json:"fence_generation"`
+	ObservedAt         time.Time  `json:"observed_at"`
+	UpdatedAt          time.Time  `json:"updated_at"`
 }
 
 // Get reads one projection.
@@ -275,11 +332,13 @@ func Get(ctx context.Context, pool *pgxpool.Pool, r message.Resource) (Projectio
 	var state []byte
 	var status, src *string
 	err := pool.QueryRow(ctx, `
-SELECT provider_version, state, status, deleted, needs_reconcile, source_event_id, fence_generation, observed_at, updated_at
+SELECT provider_version, state, status, deleted, needs_reconcile, coalesce(needs_reconcile_reason, ''), parked_at,
+       reconcile_checked_at, source_event_id, fence_generation, observed_at, updated_at
 FROM subscription_projection
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5`,
 		r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID).Scan(
-		&p.Version, &state, &status, &p.Deleted, &p.NeedsReconcile, &src, &p.Generation, &p.ObservedAt, &p.UpdatedAt)
+		&p.Version, &state, &status, &p.Deleted, &p.NeedsReconcile, &p.NeedsReconcileReason, &p.ParkedAt,
+		&p.ReconcileCheckedAt, &src, &p.Generation, &p.ObservedAt, &p.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, ErrNotFound
 	}

@@ -227,3 +227,154 @@ func TestWritesSayWhatTheyReplaced(t *testing.T) {
 	require.True(t, h[1].Deleted)
 	require.Greater(t, h[0].ID, h[1].ID)
 }
+
+func (a applier) fetched(r message.Resource, status string) {
+	a.t.Helper()
+	var prev string
+	require.NoError(a.t, pgx.BeginFunc(context.Background(), a.s.Pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		projection.QueueFetched(b, projection.Write{Resource: r, State: []byte(fmt.Sprintf(`{"status":%q}`, status)),
+			Status: status, EventID: "ev_fetched_" + status, Generation: 1}, time.Now(), &prev)
+		return tx.SendBatch(context.Background(), b).Close()
+	}))
+}
+
+// A deletion carrying the same version as the current snapshot (Chargebee's
+// subscription_deleted repeats the last resource_version) is the later of
+// the two: it wins and writes the tombstone. Repeating it is a duplicate, and
+// the active snapshot of that version arriving after it is stale, not a
+// duplicate: the duplicate check compares deleted as well as content. Fails
+// if an equal-version deletion is dropped as duplicate/conflict again.
+func TestDeletionAtEqualVersionWinsAndWritesTombstone(t *testing.T) {
+	t.Parallel()
+	a := applier{t, dbtest.New(t)}
+	r := res("sub_del_eq")
+
+	active := snap(r, 7, "active")
+	require.Equal(t, projection.Applied, a.apply(active))
+	del := active // same version, same content: only deleted differs
+	del.Deleted, del.EventID = true, "ev_deleted"
+	require.Equal(t, projection.Applied, a.apply(del), "an equal-version deletion wins")
+	p := a.get(r)
+	require.True(t, p.Deleted, "tombstone written")
+	require.Equal(t, int64(7), *p.Version)
+	require.Equal(t, "ev_deleted", p.SourceEventID)
+	require.False(t, p.NeedsReconcile)
+
+	require.Equal(t, projection.Duplicate, a.apply(del), "the same deletion again")
+	require.Equal(t, projection.Stale, a.apply(active), "the active snapshot of the deleted version came before the deletion")
+	other := snap(r, 7, "past_due")
+	require.Equal(t, projection.Stale, a.apply(other), "no snapshot of the deleted version reopens it")
+	require.True(t, a.get(r).Deleted)
+	require.False(t, a.get(r).NeedsReconcile)
+}
+
+// Two different snapshots with one version: the first stays, and the write
+// says so — recorded as a conflict, the projection parked with
+// needs_reconcile and a reason, so a check (or an operator, through
+// `hookyard parked list`) resolves it. Fails if a conflict leaves no mark.
+func TestEqualVersionConflictParksProjectionForReconcile(t *testing.T) {
+	t.Parallel()
+	a := applier{t, dbtest.New(t)}
+	r := res("sub_conflict")
+
+	require.Equal(t, projection.Applied, a.apply(snap(r, 20, "past_due")))
+	require.False(t, a.get(r).NeedsReconcile)
+	require.Equal(t, projection.Duplicate, a.apply(snap(r, 20, "past_due")), "same content is no conflict")
+	require.False(t, a.get(r).NeedsReconcile)
+	other := snap(r, 20, "active")
+	other.EventID = "ev_other"
+	require.Equal(t, projection.Conflict, a.apply(other))
+	p := a.get(r)
+	require.Equal(t, "past_due", p.Status, "the first snapshot stays")
+	require.Equal(t, "ev_20_past_due", p.SourceEventID)
+	require.True(t, p.NeedsReconcile, "a conflict parks the projection")
+	require.Contains(t, p.NeedsReconcileReason, "conflict")
+	require.NotNil(t, p.ParkedAt)
+
+	// Key order and spacing are not content: jsonb compares normalized.
+	same := snap(r, 20, "past_due")
+	same.State = []byte(`{ "v": 20, "status": "past_due" }`)
+	require.Equal(t, projection.Duplicate, a.apply(same))
+
+	// While it waits, another conflicting copy (a replay) updates the
+	// reason but is the same parking: the check already sent stands.
+	_, err := a.s.Pool.Exec(context.Background(), `UPDATE subscription_projection SET reconcile_checked_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	again := snap(r, 20, "canceled")
+	again.EventID = "ev_third"
+	require.Equal(t, projection.Conflict, a.apply(again))
+	p2 := a.get(r)
+	require.Contains(t, p2.NeedsReconcileReason, "ev_third")
+	require.Equal(t, *p.ParkedAt, *p2.ParkedAt)
+	require.NotNil(t, p2.ReconcileCheckedAt, "parked once: no new check for the same parking")
+
+	// A newer version resolves it.
+	require.Equal(t, projection.Applied, a.apply(snap(r, 21, "active")))
+	p = a.get(r)
+	require.False(t, p.NeedsReconcile)
+	require.Empty(t, p.NeedsReconcileReason)
+	require.Nil(t, p.ParkedAt)
+	require.Nil(t, p.ReconcileCheckedAt)
+}
+
+// A provider with both paths (a Standard Webhooks sender whose events carry
+// a version or not) can have a projection fetched from its API: no version,
+// so no snapshot can be ordered against it. A versioned write never
+// overwrites it: it is recorded as unordered and the projection is parked,
+// so a check fetches the provider's current state. Fails if a versioned
+// snapshot (however old) replaces a fetched row again.
+func TestVersionedWriteNeverOverwritesFetchedProjection(t *testing.T) {
+	t.Parallel()
+	a := applier{t, dbtest.New(t)}
+	r := res("sub_fetched")
+
+	a.fetched(r, "canceled")
+	require.Equal(t, projection.Unordered, a.apply(snap(r, 1, "active")))
+	p := a.get(r)
+	require.Nil(t, p.Version, "still the fetched row")
+	require.Equal(t, "canceled", p.Status)
+	require.Equal(t, "ev_fetched_canceled", p.SourceEventID)
+	require.True(t, p.NeedsReconcile)
+	require.Contains(t, p.NeedsReconcileReason, "unordered")
+
+	inc := snap(r, 2, "active")
+	inc.Incremental = true
+	require.Equal(t, projection.Unordered, a.apply(inc), "incremental endpoints too")
+	require.Equal(t, "canceled", a.get(r).Status)
+
+	// The check's fetch writes the provider's state and unparks it.
+	a.fetched(r, "active")
+	p = a.get(r)
+	require.Equal(t, "active", p.Status)
+	require.False(t, p.NeedsReconcile)
+	require.Empty(t, p.NeedsReconcileReason)
+}
+
+// The tombstone protects against older snapshots only: a resource the
+// provider reactivated (a newer version after the deletion) comes back.
+// Fails if the protection turns into a resource that can never return.
+func TestReactivationWithHigherVersionAfterTombstoneApplies(t *testing.T) {
+	t.Parallel()
+	a := applier{t, dbtest.New(t)}
+	r := res("sub_reactivated")
+
+	require.Equal(t, projection.Applied, a.apply(snap(r, 1, "active")))
+	del := snap(r, 2, "cancelled")
+	del.Deleted = true
+	require.Equal(t, projection.Applied, a.apply(del))
+	require.Equal(t, projection.Stale, a.apply(snap(r, 1, "active")))
+	require.Equal(t, projection.Applied, a.apply(snap(r, 3, "active")), "reactivated")
+	p := a.get(r)
+	require.False(t, p.Deleted)
+	require.Equal(t, "active", p.Status)
+	require.Equal(t, int64(3), *p.Version)
+
+	inc := snap(r, 4, "cancelled")
+	inc.Deleted, inc.Incremental = true, true
+	require.Equal(t, projection.Applied, a.apply(inc))
+	inc = snap(r, 5, "active")
+	inc.Incremental = true
+	require.Equal(t, projection.Applied, a.apply(inc), "reactivated on an incremental endpoint")
+	require.False(t, a.get(r).Deleted)
+}

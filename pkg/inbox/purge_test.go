@@ -1,0 +1,59 @@
+package inbox_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/pkg/inbox"
+)
+
+// The purge keeps the provider's time of an event only when it is a time it
+// can read: a payload's "created" or "occurred_at" may be any JSON value a
+// sender put there (1e300, microseconds, a string, an object), and one such
+// row must never make every purge fail. Fails if the conversion can raise
+// ("timestamp out of range") for any JSON value.
+func TestPurgeSurvivesAnyProviderTimeInPayload(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t).Pool
+	values := map[string]string{
+		"evt_seconds":     `{"created": 1700000000}`,
+		"evt_fraction":    `{"created": 1700000000.25}`,
+		"evt_huge":        `{"created": 1e300}`,
+		"evt_neg_huge":    `{"created": -1e300}`,
+		"evt_micros":      `{"created": 1700000000000000}`,
+		"evt_millis":      `{"occurred_at": 1700000000000}`,
+		"evt_string":      `{"created": "abc"}`,
+		"evt_object":      `{"created": {"a": 1}}`,
+		"evt_occurred_ok": `{"occurred_at": 1600000000}`,
+		"evt_not_object":  `[1, 2, 3]`,
+		"evt_scalar":      `"just a string"`,
+	}
+	var recs []*inbox.Record
+	for id := range values {
+		recs = append(recs, record(id, "sub_1"))
+	}
+	insert(t, pool, recs...)
+	for id, payload := range values {
+		exec(t, pool, `UPDATE webhook_inbox SET status = 'processed', payload = $2::jsonb, received_at = now() - interval '2 days'
+WHERE event_id = $1`, id, payload)
+	}
+	n, err := inbox.PurgePayloads(t.Context(), pool, time.Now().Add(-24*time.Hour), 1000)
+	require.NoError(t, err)
+	require.EqualValues(t, len(values), n, "every finished payload purged")
+
+	occurred := func(id string) *time.Time {
+		var at *time.Time
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT occurred_at FROM webhook_inbox WHERE event_id = $1`, id).Scan(&at))
+		return at
+	}
+	require.Equal(t, int64(1700000000), occurred("evt_seconds").Unix())
+	require.Equal(t, int64(1700000000), occurred("evt_fraction").Unix())
+	require.Equal(t, int64(1600000000), occurred("evt_occurred_ok").Unix())
+	require.Equal(t, int64(1700000000), occurred("evt_millis").Unix(), "milliseconds, read as explain reads them")
+	for _, id := range []string{"evt_huge", "evt_neg_huge", "evt_micros", "evt_string", "evt_object", "evt_not_object", "evt_scalar"} {
+		require.Nil(t, occurred(id), "%s: a time it cannot read is left unknown", id)
+	}
+}
