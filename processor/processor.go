@@ -28,11 +28,13 @@ import (
 
 // Defaults of Config.
 const (
-	TopicDefault            = "hookyard.events"
-	GroupDefault            = "hookyard-processor"
-	MaxAttemptsDefault      = 8
+	TopicDefault = "hookyard.events"
+	GroupDefault = "hookyard-processor"
+	// RetryWindowDefault is Stripe's own retry horizon for webhooks: a
+	// provider incident shorter than that never needs an operator.
+	RetryWindowDefault      = 72 * time.Hour
 	BackoffBaseDefault      = 2 * time.Second
-	BackoffMaxDefault       = time.Hour
+	BackoffMaxDefault       = 10 * time.Minute
 	RevokeGraceDefault      = 10 * time.Second
 	RetryIntervalDefault    = time.Second
 	MaxPollRecordsDefault   = 1000
@@ -56,13 +58,23 @@ type Config struct {
 	// Fetchers read current state per provider name, for events without a
 	// version. Defaults to none: such hints are recorded, not fetched.
 	Fetchers map[string]Fetcher
-	// MaxAttempts is how often a failing event is tried before it is dead.
-	// Defaults to MaxAttemptsDefault.
+	// RetryWindow is how long a failing event is retried, from its first
+	// failure (a replay starts a new window). An event still failing when
+	// it ends is dead, and a dead hint marks its projection
+	// needs_reconcile. Defaults to RetryWindowDefault.
+	RetryWindow time.Duration
+	// MaxAttempts, when above 0, also ends retries after that many
+	// attempts that reached the provider (tries refused by the breaker or
+	// the local rate limiter, ErrNotAttempted, do not count). Defaults to
+	// 0: the window alone decides.
 	MaxAttempts int
-	// BackoffBase is the first retry's delay; it doubles per attempt, with
-	// jitter. Defaults to BackoffBaseDefault.
+	// BackoffBase is the first retry's delay. Later delays grow with the
+	// time the event has been failing (each about the time failed so far,
+	// with jitter), so they double per try. Defaults to BackoffBaseDefault.
 	BackoffBase time.Duration
-	// BackoffMax caps the retry delay. Defaults to BackoffMaxDefault.
+	// BackoffMax caps the retry delay: after a long outage an event is
+	// applied at most this long after the provider is back. Defaults to
+	// BackoffMaxDefault.
 	BackoffMax time.Duration
 	// RevokeGrace bounds how long a revoked partition's worker may finish its
 	// batch before the rebalance goes on without it; the fence keeps it from
@@ -94,7 +106,7 @@ func (c Config) WithDefaults() Config {
 		_, _ = rand.Read(b[:])
 		c.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.RetryWindow = cmp.Or(c.RetryWindow, RetryWindowDefault)
 	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.RevokeGrace = cmp.Or(c.RevokeGrace, RevokeGraceDefault)
@@ -114,8 +126,11 @@ func (c Config) validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("processor config: Brokers is required")
 	}
-	if c.MaxAttempts < 1 {
-		return errors.New("processor config: MaxAttempts must be at least 1")
+	if c.MaxAttempts < 0 {
+		return errors.New("processor config: MaxAttempts must not be negative (0: no cap, the retry window decides)")
+	}
+	if c.RetryWindow < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 {
+		return errors.New("processor config: RetryWindow, BackoffBase and BackoffMax must not be negative")
 	}
 	return nil
 }
@@ -217,7 +232,12 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.stopPoll = stopPoll
 	p.mu.Unlock()
 	p.readyOnce.Do(func() { close(p.ready) })
-	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n))
+	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n),
+		slog.Duration("retry_window", p.cfg.RetryWindow))
+	if p.cfg.MaxAttempts > 0 {
+		p.log.WarnContext(ctx, "processor.max_attempts is set: events die after that many provider attempts even within the retry window; remove it to retry for the whole window",
+			slog.Int("max_attempts", p.cfg.MaxAttempts), slog.Duration("retry_window", p.cfg.RetryWindow))
+	}
 	for {
 		fetches := cl.PollRecords(pollCtx, p.cfg.MaxPollRecords)
 		if err := p.fatal(); err != nil {

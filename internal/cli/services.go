@@ -104,8 +104,8 @@ func (e *env) stripeClient(base string) *stripeapi.Client {
 
 func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor, error) {
 	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group,
-		Endpoints: e.cfg.Endpoints, MaxAttempts: e.cfg.Processor.MaxAttempts, BackoffBase: e.cfg.Processor.BackoffBase,
-		BackoffMax: e.cfg.Processor.BackoffMax, Registerer: e.reg,
+		Endpoints: e.cfg.Endpoints, RetryWindow: e.cfg.Processor.RetryWindow, MaxAttempts: e.cfg.Processor.MaxAttempts,
+		BackoffBase: e.cfg.Processor.BackoffBase, BackoffMax: e.cfg.Processor.BackoffMax, Registerer: e.reg,
 		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: e.stripeClient(stripeBase)}}})
 }
 

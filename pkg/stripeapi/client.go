@@ -90,6 +90,9 @@ var (
 	// ErrUnavailable: the breaker is open (or half-open and already trying a
 	// call), so no request was sent.
 	ErrUnavailable = errors.New("stripeapi: unavailable")
+	// ErrLimited: the client's own rate limiter gave up waiting (the
+	// caller's context ended first), so no request was sent.
+	ErrLimited = errors.New("stripeapi: refused by the local rate limiter")
 	// ErrUnsupported: the resource type has no known API path.
 	ErrUnsupported = errors.New("stripeapi: unsupported resource type")
 )
@@ -202,7 +205,7 @@ func (c *Client) do(ctx context.Context, account, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, gobreaker.ErrOpenState)
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("stripeapi: GET %s: rate limiter: %w", path, err)
+		return nil, fmt.Errorf("%w: GET %s: %w", ErrLimited, path, err)
 	}
 	body, err := c.breaker.Execute(func() ([]byte, error) {
 		body, err := c.send(ctx, account, path)
