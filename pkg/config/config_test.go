@@ -2,8 +2,8 @@ package config_test
 
 import (
 	"os"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
