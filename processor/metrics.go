@@ -18,6 +18,8 @@ type metrics struct {
 	failures         *prometheus.CounterVec
 	receiveToApply   *prometheus.HistogramVec
 	checkDivergences *prometheus.CounterVec
+	rejoins          *prometheus.CounterVec
+	countChanged     prometheus.Gauge
 }
 
 // receiveToApplyBuckets reach from a healthy pipeline's tens of milliseconds
@@ -54,8 +56,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Buckets: receiveToApplyBuckets}, []string{"provider"}),
 		checkDivergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_check_divergences_total",
 			Help: "Reconciliation checks whose provider state differed from the projection, or found none."}, []string{"provider"}),
+		rejoins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_rejoins_total",
+			Help: "Times the processor left and rejoined the group, by reason (fenced: a partition still assigned here was fenced, and comes back under a fresh fence)."},
+			[]string{"reason"}),
+		countChanged: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_processor_partition_count_changed",
+			Help: "1 when the processor stopped because the topic's partition count differs from the fenced one (run `hookyard fence resize`)."}),
 	}
 	r.MustRegister(m.records, m.events, m.outcomes, m.undecodable, m.fenced, m.fenceTakes, m.fetches,
-		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences)
+		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences, m.rejoins, m.countChanged)
 	return m
 }
