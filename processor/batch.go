@@ -138,9 +138,13 @@ type step struct {
 type fetchResult struct {
 	f   Fetched
 	err error
-	at  time.Time
-	// previous is the Label of the projection the write replaced.
-	previous string
+	// at is the database clock just before the provider call: the
+	// observation's time, which a later write of an older fetch cannot
+	// overwrite.
+	at time.Time
+	// res is what the write did (Fetched, or Stale when the projection
+	// holds a later observation) and the Label of what it found.
+	res projection.Result
 }
 
 // handle processes one polled batch of one partition: plan, fetch with no
@@ -213,7 +217,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		if _, ok := out[key]; ok {
 			continue
 		}
-		fr := &fetchResult{at: w.p.cfg.Now()}
+		fr := &fetchResult{}
 		out[key] = fr
 		f := w.p.cfg.Fetchers[st.msg.Provider]
 		if f == nil {
@@ -222,6 +226,13 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		}
 		res := st.msg.Resource
 		g.Go(func() error {
+			// The database's clock, not ours: observations of several
+			// processes are compared by it. Read with no transaction open,
+			// before the call, so it is never later than what Stripe saw.
+			if err := w.p.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&fr.at); err != nil {
+				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", ErrNotAttempted, err)
+				return nil
+			}
 			start := time.Now()
 			fr.f, fr.err = f.Fetch(ctx, res)
 			w.p.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
@@ -298,8 +309,8 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
-					projection.QueueFetched(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.previous)
+					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.res)
 				}
 			}
 			if st.row != nil {
@@ -414,8 +425,13 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 			if m.Kind == message.KindCheck {
 				entry.Detail = "reconcile check: " + entry.Detail
 			}
+		case fr.res.Outcome == projection.Stale:
+			// Another writer stored an observation fetched after ours.
+			prev := fr.res.Previous
+			entry.Outcome, entry.Status, entry.Deleted, entry.Previous = projection.Stale, fr.f.Status, fr.f.Deleted, &prev
+			entry.Detail = "fetched state not written: the projection holds an observation fetched later"
 		default:
-			prev := fr.previous
+			prev := fr.res.Previous
 			entry.Outcome, entry.Status, entry.Deleted, entry.Previous = projection.Fetched, fr.f.Status, fr.f.Deleted, &prev
 			if m.Kind == message.KindCheck {
 				st.finding = projection.Finding(prev, fr.f.Status, fr.f.Deleted)
@@ -423,7 +439,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 			}
 			// The resource is written once per batch: later steps of the
 			// batch found what this one wrote.
-			fr.previous = projection.Label(fr.f.Status, fr.f.Deleted)
+			fr.res.Previous = projection.Label(fr.f.Status, fr.f.Deleted)
 		}
 	default:
 		entry.Outcome = projection.Recorded
