@@ -207,13 +207,16 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("processor: kafka admin client: %w", err)
 	}
-	defer admin.Close()
+	// The watcher stops before its client closes.
+	defer func() { cancel(); admin.Close() }()
 	n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("processor: %w", err)
 	}
 	if err := fence.Register(ctx, p.pool, p.cfg.Topic, n); err != nil {
-		p.countChanged(ctx, err)
+		if errors.Is(err, fence.ErrPartitionCountChanged) {
+			p.countChanged(ctx, err)
+		}
 		return fmt.Errorf("processor: %w", err)
 	}
 	p.partitions = n
