@@ -479,12 +479,16 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 				slog.Int("attempts", mk.attempts), slog.Time("failing_since", first), slog.String("error", msg))
 		} else {
 			mk.status = inbox.StatusRetrying
-			next := w.p.nextAttempt(first, now)
+			next := w.p.nextAttempt(first, now, failure)
 			mk.next = &next
 		}
 	}
 	return hist, append(marks, mk)
 }
+
+// retryAfter is implemented by provider errors that say when to try again
+// (stripeapi's answers with a Retry-After header).
+type retryAfter interface{ RetryAfter() time.Duration }
 
 // exhausted says whether an event failing since first has no retry left at
 // now: its retry window ended, or the optional attempt cap is reached.
@@ -510,13 +514,18 @@ func checkDetail(finding, previous, found string) string {
 // delay is about the time it has been failing (between BackoffBase and
 // BackoffMax, with jitter in [d/2, d]), so delays double per try whether or
 // not the try reached the provider, and never pass the window's end: the
-// last try happens when the window closes.
-func (p *Processor) nextAttempt(first, now time.Time) time.Time {
+// last try happens when the window closes. A failure that says when to come
+// back (a 429's or 503's Retry-After) is not retried sooner.
+func (p *Processor) nextAttempt(first, now time.Time, failure error) time.Time {
 	d := min(max(now.Sub(first), p.cfg.BackoffBase), p.cfg.BackoffMax)
 	if d <= 0 {
 		d = 1
 	}
 	next := now.Add(d/2 + rand.N(d/2+1))
+	var ra retryAfter
+	if errors.As(failure, &ra) && now.Add(ra.RetryAfter()).After(next) {
+		next = now.Add(ra.RetryAfter())
+	}
 	if end := first.Add(p.cfg.RetryWindow); next.After(end) {
 		next = end
 	}

@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
@@ -201,4 +203,36 @@ func TestReplayedDeadEventStartsWithFreshAttemptBudget(t *testing.T) {
 	}, "replayed event handled")
 	require.Equal(t, inbox.StatusRetrying, row.Status, "the replay started with a spent budget: %+v", row)
 	require.Equal(t, 1, row.Attempts)
+}
+
+// retryAfterError is a provider refusal that says when to come back.
+type retryAfterError struct{ d time.Duration }
+
+func (e retryAfterError) Error() string             { return "429 rate limited" }
+func (e retryAfterError) RetryAfter() time.Duration { return e.d }
+
+type refusingFetcher struct{ d time.Duration }
+
+func (f refusingFetcher) Fetch(context.Context, message.Resource) (processor.Fetched, error) {
+	return processor.Fetched{}, fmt.Errorf("fetch: %w", retryAfterError{f.d})
+}
+
+// A provider's 429 reached the provider: it counts as an attempt, and its
+// Retry-After is honoured (the next attempt is not sooner). Fails if the
+// retry ignores Retry-After and comes back after the short backoff.
+func TestRateLimitedHintWaitsForRetryAfter(t *testing.T) {
+	t.Parallel()
+	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) {
+		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: refusingFetcher{d: time.Hour}}
+	}})
+	sent := time.Now()
+	evID := scSend(t, p, "customer.subscription.updated", scSub("sub_429", "active"))
+	var row inbox.Row
+	p.Eventually(func() bool {
+		row = scInbox(t, p, scStripeKey(evID))
+		return row.Status == inbox.StatusRetrying
+	}, "the refused hint is parked")
+	require.Equal(t, 1, row.Attempts, "a 429 reached the provider: it is an attempt")
+	require.NotNil(t, row.NextAttemptAt)
+	require.True(t, row.NextAttemptAt.After(sent.Add(59*time.Minute)), "next attempt %s ignores Retry-After", row.NextAttemptAt)
 }

@@ -249,7 +249,11 @@ func (c *Client) send(ctx context.Context, account, path string) ([]byte, error)
 	if resp.StatusCode == http.StatusOK {
 		return body, nil
 	}
-	return nil, statusErr(path, resp.StatusCode, body)
+	e := statusErr(path, resp.StatusCode, body)
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.retryAfter = time.Duration(s) * time.Second
+	}
+	return nil, e
 }
 
 // transportErr wraps a network error, keeping a timeout checkable with
@@ -268,7 +272,14 @@ type statusError struct {
 	code     string
 	message  string
 	sentinel error
+	// retryAfter is the answer's Retry-After in seconds (RFC 9110); Stripe
+	// documents none, other Stripe-compatible servers may send one.
+	retryAfter time.Duration
 }
+
+// RetryAfter is how long the server asked the caller to wait (0: it did
+// not say). Callers find it with errors.As.
+func (e *statusError) RetryAfter() time.Duration { return e.retryAfter }
 
 func (e *statusError) Error() string {
 	var b strings.Builder
@@ -290,7 +301,7 @@ func (e *statusError) Error() string {
 
 func (e *statusError) Unwrap() error { return e.sentinel }
 
-func statusErr(path string, status int, body []byte) error {
+func statusErr(path string, status int, body []byte) *statusError {
 	e := &statusError{path: path, status: status}
 	var se struct {
 		Error struct {
