@@ -33,6 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookyard/hookyard/pkg/topic"
 )
 
 // Channel is the LISTEN/NOTIFY channel an outbox insert notifies.
@@ -45,6 +47,9 @@ const (
 	PollIntervalDefault   = time.Second
 	ProduceTimeoutDefault = 30 * time.Second
 	MaxBackoffDefault     = 5 * time.Second
+	// PartitionCheckIntervalDefault bounds how long a relay keeps
+	// publishing after the topic's partition count changed.
+	PartitionCheckIntervalDefault = 10 * time.Second
 	// ShutdownGrace is how long a stopping relay waits for the broker to
 	// answer records already sent to it.
 	ShutdownGrace = 5 * time.Second
@@ -75,6 +80,11 @@ type Config struct {
 	ClaimTimeout time.Duration
 	// MaxBackoff caps the pause after failed batches. Defaults to MaxBackoffDefault.
 	MaxBackoff time.Duration
+	// PartitionCheckInterval is how often the relay compares the topic's
+	// partition count with the one the processors' fences recorded
+	// (topic_fence); while they differ it publishes nothing. Defaults to
+	// PartitionCheckIntervalDefault.
+	PartitionCheckInterval time.Duration
 	// NoListen turns LISTEN/NOTIFY off; the relay only polls.
 	NoListen bool
 	// Registerer receives the metrics. Defaults to a private registry.
@@ -99,6 +109,7 @@ func (c Config) WithDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.ProduceTimeout = max(cmp.Or(c.ProduceTimeout, ProduceTimeoutDefault), time.Second) // the client's minimum
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, MaxBackoffDefault)
+	c.PartitionCheckInterval = cmp.Or(c.PartitionCheckInterval, PartitionCheckIntervalDefault)
 	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, c.ProduceTimeout+30*time.Second)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
@@ -133,6 +144,16 @@ type Relay struct {
 
 	failed    atomic.Bool // a batch put rows back since the loop last looked
 	succeeded atomic.Bool // a batch committed since the loop last looked
+
+	// recorded is topic_fence's partition count for the topic (0: none
+	// recorded yet), read every PartitionCheckInterval; the partitioner
+	// refuses any other count.
+	recorded     atomic.Int64
+	countChanged prometheus.Gauge
+	refusals     prometheus.Counter
+	// Owned by the loop: the last check and its verdict.
+	checkedAt time.Time
+	agree     bool
 }
 
 // New builds a relay; Run starts it.
@@ -150,10 +171,15 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Relay, error) {
 			Help: "Rows per claimed batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_dead_total",
 			Help: "Outbox rows the broker refused for good (too large, invalid), moved to outbox_dead."}),
+		countChanged: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_outbox_partition_count_changed",
+			Help: "1 while the topic's partition count differs from the one the processors' fences recorded: the relay publishes nothing (run `hookyard fence resize`)."}),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_partition_refusals_total",
+			Help: "Times the relay left rows in the outbox because the topic's partition count differs from the recorded one."}),
 		wake:         make(chan struct{}, 1),
+		agree:        true,
 		claimTimeout: strconv.FormatInt(max(cfg.ClaimTimeout.Milliseconds(), 1), 10), // 0 would turn it off
 	}
-	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, r.dead, newBacklogCollector(pool, r.log))
+	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, r.dead, r.countChanged, r.refusals, newBacklogCollector(pool, r.log))
 	return r, nil
 }
 
@@ -161,6 +187,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Relay, error) {
 // client cannot be built; everything else is retried.
 func (r *Relay) Run(ctx context.Context) error {
 	pub := r.cfg.Publisher
+	var admin *kgo.Client
 	if pub == nil {
 		cl, err := kgo.NewClient(append([]kgo.Opt{
 			kgo.SeedBrokers(r.cfg.Brokers...),
@@ -171,12 +198,13 @@ func (r *Relay) Run(ctx context.Context) error {
 			// Every record in flight fits in the buffer: Produce never blocks
 			// while a claim's idle-in-transaction clock runs.
 			kgo.MaxBufferedRecords(max(10_000, r.cfg.BatchSize*r.cfg.InFlight)),
+			kgo.RecordPartitioner(fencedPartitioner{recorded: &r.recorded}),
 		}, r.cfg.KafkaOptions...)...)
 		if err != nil {
 			return fmt.Errorf("outbox relay: kafka client: %w", err)
 		}
 		defer cl.Close()
-		pub = kafkaPublisher{cl}
+		pub, admin = kafkaPublisher{cl}, cl
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -185,13 +213,13 @@ func (r *Relay) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.listen(ctx) }()
 	}
-	r.loop(ctx, pub)
+	r.loop(ctx, pub, admin)
 	return nil
 }
 
 // loop claims batches while rows are there, keeping up to InFlight of them
 // awaiting the broker, and sleeps when the outbox is empty or a batch failed.
-func (r *Relay) loop(ctx context.Context, pub Publisher) {
+func (r *Relay) loop(ctx context.Context, pub Publisher, admin *kgo.Client) {
 	slots := make(chan struct{}, r.cfg.InFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -214,6 +242,11 @@ func (r *Relay) loop(ctx context.Context, pub Publisher) {
 			for range r.cfg.InFlight {
 				<-slots
 			}
+			pause()
+			continue
+		}
+		if !r.partitionsAgree(ctx, admin) {
+			r.refusals.Inc()
 			pause()
 			continue
 		}
@@ -250,6 +283,86 @@ func (r *Relay) loop(ctx context.Context, pub Publisher) {
 			r.succeeded.Store(true)
 		}()
 	}
+}
+
+// partitionsAgree says whether the topic's partition count is the one the
+// fences recorded, checking at most every PartitionCheckInterval. Partitions
+// added under running services (an admin tool, an autoscaler, `fence resize
+// -force`) move keys to other partitions while their backlog sits on the old
+// ones; publishing then would hand one resource to two workers with
+// independent fences. Until the fences record the new count, rows wait in
+// the outbox. With no Kafka client (a Publisher of the caller's) there is no
+// topic to compare.
+func (r *Relay) partitionsAgree(ctx context.Context, admin *kgo.Client) bool {
+	if admin == nil || time.Since(r.checkedAt) < r.cfg.PartitionCheckInterval {
+		return r.agree
+	}
+	r.checkedAt = time.Now()
+	var recorded int
+	err := r.pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, r.cfg.Topic).Scan(&recorded)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// No processor registered the topic yet: nothing to disagree with.
+		r.recorded.Store(0)
+		r.setAgree(ctx, true, 0, 0)
+		return true
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "read the recorded partition count; keeping the last verdict", slog.String("error", err.Error()))
+		}
+		return r.agree
+	}
+	if r.recorded.Swap(int64(recorded)) != int64(recorded) {
+		// The producer hashes over the count in its own metadata, which it
+		// refreshes only every few minutes: have it read the topic now, or
+		// the partitioner would refuse every record until then.
+		admin.ForceMetadataRefresh()
+	}
+	n, err := topic.Partitions(ctx, admin, r.cfg.Topic)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "read the topic's partition count; keeping the last verdict", slog.String("error", err.Error()))
+		}
+		return r.agree
+	}
+	r.setAgree(ctx, n == recorded, n, recorded)
+	return r.agree
+}
+
+func (r *Relay) setAgree(ctx context.Context, agree bool, n, recorded int) {
+	switch {
+	case !agree && r.agree:
+		r.log.ErrorContext(ctx, "refusing to publish: the topic's partition count differs from the one the fences recorded; rows stay in the outbox until `hookyard fence resize` records it (see the README's \"Resizing the topic\")",
+			slog.String("topic", r.cfg.Topic), slog.Int("partitions", n), slog.Int("recorded", recorded))
+		r.countChanged.Set(1)
+	case agree && !r.agree:
+		r.log.InfoContext(ctx, "the topic's partition count matches the recorded one again; publishing", slog.Int("partitions", n))
+		r.countChanged.Set(0)
+	}
+	r.agree = agree
+}
+
+// fencedPartitioner hashes keys as Kafka's default partitioner does
+// (murmur2), over the partition count the fences recorded only. Between two
+// checks the producer's metadata may already show a grown topic; a record
+// it would hash over that count fails instead (its row goes back to the
+// outbox).
+type fencedPartitioner struct{ recorded *atomic.Int64 }
+
+func (p fencedPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	return fencedTopicPartitioner{recorded: p.recorded, TopicPartitioner: kgo.StickyKeyPartitioner(nil).ForTopic(t)}
+}
+
+type fencedTopicPartitioner struct {
+	recorded *atomic.Int64
+	kgo.TopicPartitioner
+}
+
+func (p fencedTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if want := p.recorded.Load(); want > 0 && int64(n) != want {
+		return -1 // franz-go fails the record: "invalid record partitioning choice"
+	}
+	return p.TopicPartitioner.Partition(r, n)
 }
 
 // fail counts and logs a batch that left (some of) its rows in the outbox.

@@ -41,6 +41,13 @@ var errNoFetcher = errors.New("no fetcher for provider")
 // unexplained 404 never becomes a state.
 var ErrNotFound = errors.New("resource not found at provider")
 
+// ErrNotAttempted is what a Fetcher wraps when no request reached the
+// provider: its breaker was open or its local rate limiter refused the call.
+// Such a try is retried like any failure, inside the retry window, but it is
+// not counted as an attempt: an open breaker during an outage must not use
+// up an event's attempts while the provider never saw them.
+var ErrNotAttempted = errors.New("not attempted: no request reached the provider")
+
 type inboxRow struct {
 	provider, account, env, eventID string
 	endpointID, eventType           string
@@ -50,6 +57,9 @@ type inboxRow struct {
 	status                          string
 	attempts                        int
 	receivedAt                      time.Time
+	// firstFailedAt is when the current run of failures began; nil when
+	// the event has not failed since it was received or replayed.
+	firstFailedAt *time.Time
 }
 
 func (r *inboxRow) key() inbox.Key {
@@ -64,7 +74,7 @@ func (r *inboxRow) key() inbox.Key {
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
        w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
-       w.status, w.attempts, w.received_at
+       w.status, w.attempts, w.received_at, w.first_failed_at
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
 CROSS JOIN LATERAL (
     SELECT * FROM webhook_inbox i
@@ -94,7 +104,7 @@ func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Ke
 		var payload *string
 		var raw []byte
 		if err := rows.Scan(&r.provider, &r.account, &r.env, &r.eventID, &r.endpointID, &r.eventType,
-			&r.resourceType, &r.resourceID, &r.version, &payload, &raw, &r.status, &r.attempts, &r.receivedAt); err != nil {
+			&r.resourceType, &r.resourceID, &r.version, &payload, &raw, &r.status, &r.attempts, &r.receivedAt, &r.firstFailedAt); err != nil {
 			return nil, fmt.Errorf("load inbox rows: %w", err)
 		}
 		// A payload jsonb could not hold was kept as raw bytes; read those.
@@ -128,9 +138,13 @@ type step struct {
 type fetchResult struct {
 	f   Fetched
 	err error
-	at  time.Time
-	// previous is the Label of the projection the write replaced.
-	previous string
+	// at is the database clock just before the provider call: the
+	// observation's time, which a later write of an older fetch cannot
+	// overwrite.
+	at time.Time
+	// res is what the write did (Fetched, or Stale when the projection
+	// holds a later observation) and the Label of what it found.
+	res projection.Result
 }
 
 // handle processes one polled batch of one partition: plan, fetch with no
@@ -203,7 +217,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		if _, ok := out[key]; ok {
 			continue
 		}
-		fr := &fetchResult{at: w.p.cfg.Now()}
+		fr := &fetchResult{}
 		out[key] = fr
 		f := w.p.cfg.Fetchers[st.msg.Provider]
 		if f == nil {
@@ -212,6 +226,13 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		}
 		res := st.msg.Resource
 		g.Go(func() error {
+			// The database's clock, not ours: observations of several
+			// processes are compared by it. Read with no transaction open,
+			// before the call, so it is never later than what Stripe saw.
+			if err := w.p.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&fr.at); err != nil {
+				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", ErrNotAttempted, err)
+				return nil
+			}
 			start := time.Now()
 			fr.f, fr.err = f.Fetch(ctx, res)
 			w.p.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
@@ -230,15 +251,21 @@ type mark struct {
 	lastErr  *string
 	attempts int
 	next     *time.Time
+	// firstFailed is when the current run of failures began (nil once the
+	// event succeeded).
+	firstFailed *time.Time
+	// reconcile names the resource of a hint that died: its projection is
+	// marked needs_reconcile.
+	reconcile *message.Resource
 }
 
 const markSQL = `
 UPDATE webhook_inbox w
 SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts = u.attempts,
-    next_attempt_at = u.next_attempt_at,
+    next_attempt_at = u.next_attempt_at, first_failed_at = u.first_failed_at,
     processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[])
-     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[])
+     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at)
 WHERE w.provider = u.provider AND w.source_account = u.source_account
   AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = 'pending'`
 
@@ -282,8 +309,8 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
-					projection.QueueFetched(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.previous)
+					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.res)
 				}
 			}
 			if st.row != nil {
@@ -401,8 +428,13 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 			if m.Kind == message.KindCheck {
 				entry.Detail = "reconcile check: " + entry.Detail
 			}
+		case fr.res.Outcome == projection.Stale:
+			// Another writer stored an observation fetched after ours.
+			prev := fr.res.Previous
+			entry.Outcome, entry.Status, entry.Deleted, entry.Previous = projection.Stale, fr.f.Status, fr.f.Deleted, &prev
+			entry.Detail = "fetched state not written: the projection holds an observation fetched later"
 		default:
-			prev := fr.previous
+			prev := fr.res.Previous
 			entry.Outcome, entry.Status, entry.Deleted, entry.Previous = projection.Fetched, fr.f.Status, fr.f.Deleted, &prev
 			if m.Kind == message.KindCheck {
 				st.finding = projection.Finding(prev, fr.f.Status, fr.f.Deleted)
@@ -410,7 +442,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 			}
 			// The resource is written once per batch: later steps of the
 			// batch found what this one wrote.
-			fr.previous = projection.Label(fr.f.Status, fr.f.Deleted)
+			fr.res.Previous = projection.Label(fr.f.Status, fr.f.Deleted)
 		}
 	default:
 		entry.Outcome = projection.Recorded
@@ -425,21 +457,49 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	mk := mark{k: st.row.key(), status: inbox.StatusProcessed, outcome: entry.Outcome, attempts: st.row.attempts}
 	if failure != nil {
 		msg := failure.Error()
-		mk.lastErr, mk.attempts, mk.outcome = &msg, st.row.attempts+1, "failed"
+		mk.lastErr, mk.outcome = &msg, "failed"
 		if entry.Outcome == projection.Gap {
 			mk.outcome = projection.Gap
 		}
-		if errors.Is(failure, errMalformed) || mk.attempts >= w.p.cfg.MaxAttempts {
+		if !errors.Is(failure, ErrNotAttempted) {
+			mk.attempts++
+		}
+		first := now
+		if st.row.firstFailedAt != nil {
+			first = *st.row.firstFailedAt
+		}
+		mk.firstFailed = &first
+		if errors.Is(failure, errMalformed) || w.p.exhausted(first, now, mk.attempts) {
 			mk.status = inbox.StatusDead
+			if st.plan.fetch {
+				// The provider's state never arrived: the projection may be
+				// wrong (a cancellation not applied). The reconciler checks
+				// every projection marked so.
+				res := m.Resource
+				mk.reconcile = &res
+			}
 			w.p.log.Warn("event dead", slog.String("event_id", m.EventID), slog.String("key", m.Resource.Key()),
-				slog.Int("attempts", mk.attempts), slog.String("error", msg))
+				slog.Int("attempts", mk.attempts), slog.Time("failing_since", first), slog.String("error", msg))
 		} else {
 			mk.status = inbox.StatusRetrying
-			next := now.Add(w.p.backoff(mk.attempts))
+			next := w.p.nextAttempt(first, now, failure)
 			mk.next = &next
 		}
 	}
 	return hist, append(marks, mk)
+}
+
+// retryAfter is implemented by provider errors that say when to try again
+// (stripeapi's answers with a Retry-After header).
+type retryAfter interface{ RetryAfter() time.Duration }
+
+// exhausted says whether an event failing since first has no retry left at
+// now: its retry window ended, or the optional attempt cap is reached.
+func (p *Processor) exhausted(first, now time.Time, attempts int) bool {
+	if !now.Before(first.Add(p.cfg.RetryWindow)) {
+		return true
+	}
+	return p.cfg.MaxAttempts > 0 && attempts >= p.cfg.MaxAttempts
 }
 
 // checkDetail says in words what a reconciliation check found.
@@ -453,13 +513,26 @@ func checkDetail(finding, previous, found string) string {
 	return "reconcile check: diverged: projection had " + previous + ", provider has " + found
 }
 
-// backoff is exponential with full jitter in [d/2, d].
-func (p *Processor) backoff(attempt int) time.Duration {
-	d := p.cfg.BackoffBase << min(attempt-1, 30)
-	if d <= 0 || d > p.cfg.BackoffMax {
-		d = p.cfg.BackoffMax
+// nextAttempt is when an event failing since first is tried again. The
+// delay is about the time it has been failing (between BackoffBase and
+// BackoffMax, with jitter in [d/2, d]), so delays double per try whether or
+// not the try reached the provider, and never pass the window's end: the
+// last try happens when the window closes. A failure that says when to come
+// back (a 429's or 503's Retry-After) is not retried sooner.
+func (p *Processor) nextAttempt(first, now time.Time, failure error) time.Time {
+	d := min(max(now.Sub(first), p.cfg.BackoffBase), p.cfg.BackoffMax)
+	if d <= 0 {
+		d = 1
 	}
-	return d/2 + rand.N(d/2+1)
+	next := now.Add(d/2 + rand.N(d/2+1))
+	var ra retryAfter
+	if errors.As(failure, &ra) && now.Add(ra.RetryAfter()).After(next) {
+		next = now.Add(ra.RetryAfter())
+	}
+	if end := first.Add(p.cfg.RetryWindow); next.After(end) {
+		next = end
+	}
+	return next
 }
 
 func queueMarks(b *pgx.Batch, marks []mark) {
@@ -474,6 +547,8 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 	errs := make([]*string, 0, n)
 	attempts := make([]int32, 0, n)
 	next := make([]*time.Time, 0, n)
+	firstFailed := make([]*time.Time, 0, n)
+	var reconcile []message.Resource
 	for _, mk := range marks {
 		for i, v := range []string{mk.k.Provider, mk.k.SourceAccount, mk.k.Environment, mk.k.EventID, mk.status, mk.outcome} {
 			cols[i] = append(cols[i], v)
@@ -481,6 +556,37 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 		errs = append(errs, mk.lastErr)
 		attempts = append(attempts, int32(mk.attempts))
 		next = append(next, mk.next)
+		firstFailed = append(firstFailed, mk.firstFailed)
+		if mk.reconcile != nil {
+			reconcile = append(reconcile, *mk.reconcile)
+		}
 	}
-	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next, firstFailed).Exec(func(pgconn.CommandTag) error { return nil })
+	queueNeedsReconcile(b, reconcile)
+}
+
+// needsReconcileSQL parks the projections of hints that died. It leaves
+// updated_at alone: the state did not change, only the doubt about it.
+// A resource with no projection has nothing to park; the reconciler's
+// listing finds it as missing.
+const needsReconcileSQL = `
+UPDATE subscription_projection p
+SET needs_reconcile = true, needs_reconcile_reason = 'a hint exhausted its retry window',
+    parked_at = now(), reconcile_checked_at = NULL
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+     AS u(provider, source_account, environment, resource_type, resource_id)
+WHERE p.provider = u.provider AND p.source_account = u.source_account AND p.environment = u.environment
+  AND p.resource_type = u.resource_type AND p.resource_id = u.resource_id AND NOT p.needs_reconcile`
+
+func queueNeedsReconcile(b *pgx.Batch, rs []message.Resource) {
+	if len(rs) == 0 {
+		return
+	}
+	cols := make([][]string, 5)
+	for _, r := range rs {
+		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID} {
+			cols[i] = append(cols[i], v)
+		}
+	}
+	b.Queue(needsReconcileSQL, cols[0], cols[1], cols[2], cols[3], cols[4]).Exec(func(pgconn.CommandTag) error { return nil })
 }

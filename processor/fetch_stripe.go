@@ -55,6 +55,10 @@ func (f StripeFetcher) Fetch(ctx context.Context, r message.Resource) (Fetched, 
 	if errors.Is(err, stripeapi.ErrNotFound) {
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotFound, err)
 	}
+	if errors.Is(err, stripeapi.ErrUnavailable) || errors.Is(err, stripeapi.ErrLimited) {
+		// The breaker or the limiter kept the request from Stripe.
+		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotAttempted, err)
+	}
 	if err != nil {
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w", r.Type, r.ID, err)
 	}

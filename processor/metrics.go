@@ -19,6 +19,8 @@ type metrics struct {
 	receiveToApply   *prometheus.HistogramVec
 	checkDivergences *prometheus.CounterVec
 	versionConflicts *prometheus.CounterVec
+	rejoins          *prometheus.CounterVec
+	countChanged     prometheus.Gauge
 }
 
 // receiveToApplyBuckets reach from a healthy pipeline's tens of milliseconds
@@ -58,8 +60,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		versionConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_projection_version_conflicts_total",
 			Help: "Snapshots with the projection's version but other content: the first one stays and the projection is parked for reconciliation (hookyard parked list)."},
 			[]string{"provider"}),
+		rejoins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_rejoins_total",
+			Help: "Times the processor left and rejoined the group, by reason (fenced: a partition still assigned here was fenced, and comes back under a fresh fence)."},
+			[]string{"reason"}),
+		countChanged: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_processor_partition_count_changed",
+			Help: "1 when the processor stopped because the topic's partition count differs from the fenced one (run `hookyard fence resize`)."}),
 	}
 	r.MustRegister(m.records, m.events, m.outcomes, m.undecodable, m.fenced, m.fenceTakes, m.fetches,
-		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences, m.versionConflicts)
+		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences, m.versionConflicts, m.rejoins, m.countChanged)
 	return m
 }

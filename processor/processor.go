@@ -28,15 +28,20 @@ import (
 
 // Defaults of Config.
 const (
-	TopicDefault            = "hookyard.events"
-	GroupDefault            = "hookyard-processor"
-	MaxAttemptsDefault      = 8
-	BackoffBaseDefault      = 2 * time.Second
-	BackoffMaxDefault       = time.Hour
-	RevokeGraceDefault      = 10 * time.Second
-	RetryIntervalDefault    = time.Second
-	MaxPollRecordsDefault   = 1000
-	FetchConcurrencyDefault = 8
+	TopicDefault = "hookyard.events"
+	GroupDefault = "hookyard-processor"
+	// RetryWindowDefault is Stripe's own retry horizon for webhooks: a
+	// provider incident shorter than that never needs an operator.
+	RetryWindowDefault   = 72 * time.Hour
+	BackoffBaseDefault   = 2 * time.Second
+	BackoffMaxDefault    = 10 * time.Minute
+	RevokeGraceDefault   = 10 * time.Second
+	RetryIntervalDefault = time.Second
+	// PartitionCheckIntervalDefault bounds how long a running processor
+	// takes to notice that the topic's partition count changed.
+	PartitionCheckIntervalDefault = 30 * time.Second
+	MaxPollRecordsDefault         = 1000
+	FetchConcurrencyDefault       = 8
 )
 
 // Config configures a processor.
@@ -56,13 +61,23 @@ type Config struct {
 	// Fetchers read current state per provider name, for events without a
 	// version. Defaults to none: such hints are recorded, not fetched.
 	Fetchers map[string]Fetcher
-	// MaxAttempts is how often a failing event is tried before it is dead.
-	// Defaults to MaxAttemptsDefault.
+	// RetryWindow is how long a failing event is retried, from its first
+	// failure (a replay starts a new window). An event still failing when
+	// it ends is dead, and a dead hint marks its projection
+	// needs_reconcile. Defaults to RetryWindowDefault.
+	RetryWindow time.Duration
+	// MaxAttempts, when above 0, also ends retries after that many
+	// attempts that reached the provider (tries refused by the breaker or
+	// the local rate limiter, ErrNotAttempted, do not count). Defaults to
+	// 0: the window alone decides.
 	MaxAttempts int
-	// BackoffBase is the first retry's delay; it doubles per attempt, with
-	// jitter. Defaults to BackoffBaseDefault.
+	// BackoffBase is the first retry's delay. Later delays grow with the
+	// time the event has been failing (each about the time failed so far,
+	// with jitter), so they double per try. Defaults to BackoffBaseDefault.
 	BackoffBase time.Duration
-	// BackoffMax caps the retry delay. Defaults to BackoffMaxDefault.
+	// BackoffMax caps the retry delay: after a long outage an event is
+	// applied at most this long after the provider is back. Defaults to
+	// BackoffMaxDefault.
 	BackoffMax time.Duration
 	// RevokeGrace bounds how long a revoked partition's worker may finish its
 	// batch before the rebalance goes on without it; the fence keeps it from
@@ -71,6 +86,10 @@ type Config struct {
 	// RetryInterval is how often due retries are re-enqueued. Defaults to
 	// RetryIntervalDefault.
 	RetryInterval time.Duration
+	// PartitionCheckInterval is how often the topic's partition count is
+	// compared with the fenced one while the processor runs. Defaults to
+	// PartitionCheckIntervalDefault.
+	PartitionCheckInterval time.Duration
 	// MaxPollRecords caps one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
 	// FetchConcurrency bounds a worker's concurrent provider fetches for
@@ -94,11 +113,12 @@ func (c Config) WithDefaults() Config {
 		_, _ = rand.Read(b[:])
 		c.InstanceID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.RetryWindow = cmp.Or(c.RetryWindow, RetryWindowDefault)
 	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.RevokeGrace = cmp.Or(c.RevokeGrace, RevokeGraceDefault)
 	c.RetryInterval = cmp.Or(c.RetryInterval, RetryIntervalDefault)
+	c.PartitionCheckInterval = cmp.Or(c.PartitionCheckInterval, PartitionCheckIntervalDefault)
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
 	c.FetchConcurrency = cmp.Or(c.FetchConcurrency, FetchConcurrencyDefault)
 	if c.Registerer == nil {
@@ -114,8 +134,11 @@ func (c Config) validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("processor config: Brokers is required")
 	}
-	if c.MaxAttempts < 1 {
-		return errors.New("processor config: MaxAttempts must be at least 1")
+	if c.MaxAttempts < 0 {
+		return errors.New("processor config: MaxAttempts must not be negative (0: no cap, the retry window decides)")
+	}
+	if c.RetryWindow < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 {
+		return errors.New("processor config: RetryWindow, BackoffBase and BackoffMax must not be negative")
 	}
 	return nil
 }
@@ -141,7 +164,10 @@ type Processor struct {
 	// changed under a running processor).
 	fatalOnce sync.Once
 	fatalErr  error
-	stopPoll  context.CancelFunc
+	// stopPoll ends the current session's poll; rejoin says why when a
+	// fenced worker asked for it.
+	stopPoll context.CancelFunc
+	rejoin   bool
 	// Ready is closed once the processor joined and checked the topic.
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -170,8 +196,54 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
 func (p *Processor) Ready() <-chan struct{} { return p.ready }
 
 // Run consumes until ctx ends. It refuses to start when the topic's
-// partition count differs from the fenced one (fence.ErrPartitionCountChanged).
+// partition count differs from the fenced one, and stops with an error
+// wrapping fence.ErrPartitionCountChanged when the count changes while it
+// runs (see watchPartitions): keys would map to other partitions than the
+// ones the fences guard.
 func (p *Processor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the sweeper and the partition watcher with Run
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.KafkaOptions...)...)
+	if err != nil {
+		return fmt.Errorf("processor: kafka admin client: %w", err)
+	}
+	// The watcher stops before its client closes.
+	defer func() { cancel(); admin.Close() }()
+	n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	if err := fence.Register(ctx, p.pool, p.cfg.Topic, n); err != nil {
+		if errors.Is(err, fence.ErrPartitionCountChanged) {
+			p.countChanged(ctx, err)
+		}
+		return fmt.Errorf("processor: %w", err)
+	}
+	p.partitions = n
+	go p.retryLoop(ctx)
+	go p.watchPartitions(ctx, admin)
+	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n),
+		slog.Duration("retry_window", p.cfg.RetryWindow))
+	if p.cfg.MaxAttempts > 0 {
+		p.log.WarnContext(ctx, "processor.max_attempts is set: events die after that many provider attempts even within the retry window; remove it to retry for the whole window",
+			slog.Int("max_attempts", p.cfg.MaxAttempts), slog.Duration("retry_window", p.cfg.RetryWindow))
+	}
+	for {
+		rejoin, err := p.session(ctx)
+		if err != nil || !rejoin || ctx.Err() != nil {
+			return err
+		}
+		p.metrics.rejoins.WithLabelValues("fenced").Inc()
+		p.log.InfoContext(ctx, "rejoining the group: a fenced partition resumes under a fresh fence")
+	}
+}
+
+// session is one membership in the group: it joins, consumes until ctx
+// ends, the processor fails for good, or a worker was fenced while its
+// partition was still assigned here (rejoin true). Leaving and joining again
+// is how that partition comes back: its fence may be re-taken only on a
+// fresh assignment, never by a retry that could bump past a newer owner.
+func (p *Processor) session(ctx context.Context) (rejoin bool, err error) {
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(p.cfg.Brokers...),
 		kgo.ConsumerGroup(p.cfg.Group),
@@ -183,50 +255,42 @@ func (p *Processor) Run(ctx context.Context) error {
 		kgo.OnPartitionsLost(p.lost),
 		kgo.FetchMaxWait(250 * time.Millisecond),
 	}, p.cfg.KafkaOptions...)
-	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.Brokers...)}, p.cfg.KafkaOptions...)...)
-	if err != nil {
-		return fmt.Errorf("processor: kafka admin client: %w", err)
-	}
-	n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
-	admin.Close()
-	if err != nil {
-		return fmt.Errorf("processor: %w", err)
-	}
-	if err := fence.Register(ctx, p.pool, p.cfg.Topic, n); err != nil {
-		return fmt.Errorf("processor: %w", err)
-	}
-	p.partitions = n
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("processor: kafka client: %w", err)
+		return false, fmt.Errorf("processor: kafka client: %w", err)
 	}
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
 	p.mu.Lock()
-	p.cl = cl
+	p.cl, p.stopPoll, p.rejoin = cl, stopPoll, false
 	p.mu.Unlock()
 	defer func() {
 		cl.Close() // leaves the group; revoked runs and stops the workers
 		p.stopAll(p.allWorkers())
 		p.mu.Lock()
-		p.cl, p.owned = nil, map[int32]struct{}{}
+		p.cl, p.stopPoll, p.owned = nil, nil, map[int32]struct{}{}
 		p.mu.Unlock()
 	}()
-	go p.retryLoop(ctx)
-	pollCtx, stopPoll := context.WithCancel(ctx)
-	defer stopPoll()
-	p.mu.Lock()
-	p.stopPoll = stopPoll
-	p.mu.Unlock()
 	p.readyOnce.Do(func() { close(p.ready) })
-	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n))
 	for {
+		// Checked before polling too: a failure between sessions found no
+		// poll to stop.
+		if err := p.fatal(); err != nil {
+			cl.AllowRebalance()
+			return false, fmt.Errorf("processor: %w", err)
+		}
 		fetches := cl.PollRecords(pollCtx, p.cfg.MaxPollRecords)
 		if err := p.fatal(); err != nil {
 			cl.AllowRebalance()
-			return fmt.Errorf("processor: %w", err)
+			return false, fmt.Errorf("processor: %w", err)
 		}
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			cl.AllowRebalance()
-			return nil
+			return false, nil
+		}
+		if p.rejoinRequested() {
+			cl.AllowRebalance()
+			return true, nil
 		}
 		fetches.EachError(func(t string, part int32, err error) {
 			p.log.WarnContext(ctx, "fetch error", slog.String("topic", t), slog.Int("partition", int(part)), slog.String("error", err.Error()))
@@ -254,6 +318,71 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 }
 
+// giveBack is called by a worker that was fenced. If the partition is still
+// assigned to it (no revoke took it away first), nobody else will restart
+// it: the session ends and the processor joins the group again.
+func (p *Processor) giveBack(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.workers[w.part] != w {
+		return // revoked or lost already: the new owner has it
+	}
+	delete(p.workers, w.part)
+	p.rejoin = true
+	if p.stopPoll != nil {
+		p.stopPoll()
+	}
+	p.log.Warn("partition fenced while still assigned here; leaving and rejoining the group so it resumes under a fresh fence",
+		slog.Int("partition", int(w.part)), slog.Int64("generation", w.tok.Generation))
+}
+
+func (p *Processor) rejoinRequested() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rejoin
+}
+
+// watchPartitions compares the topic's partition count with the fenced one
+// every PartitionCheckInterval. Partitions added while processors run (an
+// admin tool, an autoscaler, `fence resize -force`) move keys to new
+// partitions while their backlog sits on the old ones, and two workers with
+// independent fences would handle one resource: the processor stops.
+func (p *Processor) watchPartitions(ctx context.Context, admin *kgo.Client) {
+	t := time.NewTicker(p.cfg.PartitionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.WarnContext(ctx, "read the topic's partition count", slog.String("error", err.Error()))
+			}
+			continue
+		}
+		if n != p.partitions {
+			err := fmt.Errorf("%w: topic %s has %d partitions now, fence recorded %d", fence.ErrPartitionCountChanged, p.cfg.Topic, n, p.partitions)
+			p.countChanged(ctx, err)
+			p.setFatal(err)
+			return
+		}
+	}
+}
+
+// countChanged says loudly why the processor stops taking work.
+func (p *Processor) countChanged(ctx context.Context, err error) {
+	p.metrics.countChanged.Set(1)
+	p.log.ErrorContext(ctx, "stopping: the topic's partition count differs from the fenced one; stop the relays, let the processors drain, then run `hookyard fence resize` (see the README's \"Resizing the topic\")",
+		slog.String("error", err.Error()))
+}
+
+// Check is the processor's readiness: an error once it stopped for a
+// reason no retry fixes (the partition count changed).
+func (p *Processor) Check(context.Context) error { return p.fatal() }
+
 // assigned takes each new partition's fence before its worker starts. The
 // take happens here and only here, while the partition is ours for certain:
 // a take retried later could bump the generation past a newer owner's. It
@@ -264,6 +393,14 @@ func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 		p.mu.Lock()
 		p.owned[part] = struct{}{}
 		p.mu.Unlock()
+		if int(part) >= p.partitions {
+			// The topic grew: this partition did not exist when the fences
+			// were counted, and its keys used to live elsewhere.
+			err := fmt.Errorf("%w: assigned partition %d of %s, fence recorded %d partitions", fence.ErrPartitionCountChanged, part, p.cfg.Topic, p.partitions)
+			p.countChanged(ctx, err)
+			p.setFatal(err)
+			return
+		}
 		tok, err := p.takeFence(ctx, part)
 		if err != nil {
 			p.log.ErrorContext(ctx, "no fence; partition not started", slog.Int("partition", int(part)), slog.String("error", err.Error()))
@@ -288,6 +425,7 @@ func (p *Processor) takeFence(ctx context.Context, part int32) (fence.Token, err
 		case err == nil:
 			return tok, nil
 		case errors.Is(err, fence.ErrPartitionCountChanged):
+			p.countChanged(ctx, err)
 			p.setFatal(err)
 			return tok, err
 		case ctx.Err() != nil:
@@ -477,6 +615,7 @@ func (w *worker) fenced(err error) {
 	w.p.metrics.fenced.Inc()
 	w.p.log.Warn("write refused: partition taken over", slog.Int("partition", int(w.part)),
 		slog.Int64("generation", w.tok.Generation), slog.String("error", err.Error()))
+	w.p.giveBack(w)
 }
 
 // sleep waits d, or returns false when the worker is told to quit.

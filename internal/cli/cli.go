@@ -192,7 +192,9 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		if err != nil {
 			return err
 		}
-		return withMetrics(ctx, e, p.Run)
+		// Readiness turns false when the processor stopped for good (the
+		// topic's partition count changed).
+		return withMetrics(ctx, e, p.Run, p.Check)
 	case "reconciler":
 		kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(cfg)...))
 		if err != nil {
@@ -241,9 +243,9 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	return nil
 }
 
-func withMetrics(ctx context.Context, e *env, run func(context.Context) error) error {
+func withMetrics(ctx context.Context, e *env, run func(context.Context) error, checks ...health.Check) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return e.serveMetrics(ctx) })
+	g.Go(func() error { return e.serveMetrics(ctx, checks...) })
 	g.Go(func() error { return run(ctx) })
 	return g.Wait()
 }

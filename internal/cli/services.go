@@ -138,8 +138,9 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 		return nil, err
 	}
 	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group,
-		Endpoints: e.cfg.Endpoints, MaxAttempts: e.cfg.Processor.MaxAttempts, BackoffBase: e.cfg.Processor.BackoffBase,
-		BackoffMax: e.cfg.Processor.BackoffMax, Registerer: e.reg,
+		Endpoints: e.cfg.Endpoints, RetryWindow: e.cfg.Processor.RetryWindow, MaxAttempts: e.cfg.Processor.MaxAttempts,
+		BackoffBase: e.cfg.Processor.BackoffBase, BackoffMax: e.cfg.Processor.BackoffMax,
+		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
 		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}})
 }
 
@@ -198,9 +199,9 @@ func (e *env) opsAPI() *echo.Echo {
 
 // serveMetrics serves /healthz, /readyz and /metrics for services without
 // an HTTP port of their own.
-func (e *env) serveMetrics(ctx context.Context) error {
+func (e *env) serveMetrics(ctx context.Context, checks ...health.Check) error {
 	h := health.NewEcho()
-	health.Register(h, e.reg, func(ctx context.Context) error { return e.pool.Ping(ctx) })
+	health.Register(h, e.reg, append([]health.Check{func(ctx context.Context) error { return e.pool.Ping(ctx) }}, checks...)...)
 	return health.Serve(ctx, h, e.cfg.MetricsAddr, e.log)
 }
 

@@ -72,11 +72,24 @@ type Kafka struct {
 	Group string `yaml:"group"`
 }
 
-// Processor options.
+// Processor options; zero values take the processor's defaults.
 type Processor struct {
-	MaxAttempts int           `yaml:"max_attempts"`
+	// RetryWindow is how long a failing event is retried from its first
+	// failure before it is dead (a dead hint marks its projection
+	// needs_reconcile). Defaults to 72h (processor.RetryWindowDefault).
+	RetryWindow time.Duration `yaml:"retry_window"`
+	// MaxAttempts optionally also ends retries after that many attempts
+	// that reached the provider. Before retry_window existed it was the only
+	// limit; configs that still set it keep it as a cap. Defaults to 0: no
+	// cap, the window alone decides.
+	MaxAttempts int `yaml:"max_attempts"`
+	// BackoffBase is the first retry's delay. Defaults to 2s.
 	BackoffBase time.Duration `yaml:"backoff_base"`
-	BackoffMax  time.Duration `yaml:"backoff_max"`
+	// BackoffMax caps the delay between retries. Defaults to 10m.
+	BackoffMax time.Duration `yaml:"backoff_max"`
+	// PartitionCheckInterval is how often a running processor compares the
+	// topic's partition count with the fenced one. Defaults to 30s.
+	PartitionCheckInterval time.Duration `yaml:"partition_check_interval"`
 }
 
 // Receiver options.
@@ -285,6 +298,18 @@ func (c *Config) validate() error {
 	}
 	if c.Relay.BatchSize < 0 || c.Relay.InFlight < 0 || c.Relay.PollInterval < 0 || c.Relay.ProduceTimeout < 0 {
 		errs = append(errs, errors.New("config: relay settings must not be negative"))
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"processor.retry_window", c.Processor.RetryWindow}, {"processor.backoff_base", c.Processor.BackoffBase},
+		{"processor.backoff_max", c.Processor.BackoffMax}, {"processor.partition_check_interval", c.Processor.PartitionCheckInterval}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("config: %s must not be negative", f.name))
+		}
+	}
+	if c.Processor.MaxAttempts < 0 {
+		errs = append(errs, errors.New("config: processor.max_attempts must not be negative (0: no cap)"))
 	}
 	if c.Retention.PayloadAge < 0 {
 		errs = append(errs, errors.New("config: retention.payload_age must not be negative (0 keeps payloads forever)"))

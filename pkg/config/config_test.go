@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -292,4 +293,25 @@ func TestShippedProductionConfigCarriesNoSecrets(t *testing.T) {
 	c, err := config.Parse(raw, lookup(env))
 	require.NoError(t, err)
 	require.NoError(t, c.CheckProduction())
+}
+
+// The retry window is a processor setting, and a config written for the
+// attempt-count policy (max_attempts) still loads: max_attempts became an
+// optional cap on attempts that reached the provider. Fails if retry_window
+// is not a known key or max_attempts stopped loading.
+func TestProcessorRetryWindowLoadsAndOldMaxAttemptsStillLoads(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte("processor:\n  retry_window: 72h\n  backoff_max: 10m\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, 72*time.Hour, c.Processor.RetryWindow)
+	require.Equal(t, 10*time.Minute, c.Processor.BackoffMax)
+	require.Zero(t, c.Processor.MaxAttempts)
+
+	c, err = config.Parse([]byte("processor:\n  max_attempts: 8\n  backoff_base: 2s\n  backoff_max: 1h\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, 8, c.Processor.MaxAttempts)
+	require.Zero(t, c.Processor.RetryWindow, "unset: the processor's default applies")
+
+	_, err = config.Parse([]byte("processor:\n  retry_window: -1h\n"), lookup(nil))
+	require.ErrorContains(t, err, "processor.retry_window")
 }

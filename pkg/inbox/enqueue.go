@@ -16,7 +16,12 @@ const enqueueSQL = `
 WITH picked AS (%s), upd AS (
     UPDATE webhook_inbox w SET status = 'pending', processed_at = NULL,
         -- for a pending row, next_attempt_at remembers when it was last re-published
-        next_attempt_at = now()
+        next_attempt_at = now(),
+        -- a replay is an operator's fresh start: a whole retry window and
+        -- attempt budget again, or a replayed dead event would die on its
+        -- first failure
+        attempts = CASE WHEN $1::text = 'replay' THEN 0 ELSE w.attempts END,
+        first_failed_at = CASE WHEN $1::text = 'replay' THEN NULL ELSE w.first_failed_at END
     FROM picked p
     WHERE w.provider = p.provider AND w.source_account = p.source_account
       AND w.environment = p.environment AND w.event_id = p.event_id

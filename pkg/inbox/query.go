@@ -16,33 +16,37 @@ var ErrNotFound = errors.New("event not found")
 
 // Row is an inbox row as operators see it.
 type Row struct {
-	Provider      string          `json:"provider"`
-	SourceAccount string          `json:"source_account"`
-	Environment   string          `json:"environment"`
-	EventID       string          `json:"event_id"`
-	EndpointID    string          `json:"endpoint_id"`
-	EventType     string          `json:"event_type"`
-	ResourceType  string          `json:"resource_type"`
-	ResourceID    string          `json:"resource_id"`
-	Version       *int64          `json:"resource_version,omitempty"`
-	Status        string          `json:"status"`
-	Outcome       *string         `json:"outcome,omitempty"`
-	Attempts      int             `json:"attempts"`
-	NextAttemptAt *time.Time      `json:"next_attempt_at,omitempty"`
-	LastError     *string         `json:"last_error,omitempty"`
+	Provider      string     `json:"provider"`
+	SourceAccount string     `json:"source_account"`
+	Environment   string     `json:"environment"`
+	EventID       string     `json:"event_id"`
+	EndpointID    string     `json:"endpoint_id"`
+	EventType     string     `json:"event_type"`
+	ResourceType  string     `json:"resource_type"`
+	ResourceID    string     `json:"resource_id"`
+	Version       *int64     `json:"resource_version,omitempty"`
+	Status        string     `json:"status"`
+	Outcome       *string    `json:"outcome,omitempty"`
+	Attempts      int        `json:"attempts"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	LastError     *string    `json:"last_error,omitempty"`
+	// FirstFailedAt is when the current run of failures began: the event is
+	// retried until processor.retry_window after it. Nil when the event has
+	// not failed since it was received or last replayed.
+	FirstFailedAt *time.Time      `json:"first_failed_at,omitempty"`
 	ReceivedAt    time.Time       `json:"received_at"`
 	ProcessedAt   *time.Time      `json:"processed_at,omitempty"`
 	Payload       json.RawMessage `json:"payload,omitempty"`
 }
 
 const rowColumns = `provider, source_account, environment, event_id, endpoint_id, event_type, resource_type, resource_id,
-    resource_version, status, outcome, attempts, next_attempt_at, last_error, received_at, processed_at`
+    resource_version, status, outcome, attempts, next_attempt_at, last_error, received_at, processed_at, first_failed_at`
 
 func scanRow(row pgx.CollectableRow) (Row, error) {
 	var r Row
 	err := row.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
 		&r.ResourceType, &r.ResourceID, &r.Version, &r.Status, &r.Outcome, &r.Attempts, &r.NextAttemptAt,
-		&r.LastError, &r.ReceivedAt, &r.ProcessedAt)
+		&r.LastError, &r.ReceivedAt, &r.ProcessedAt, &r.FirstFailedAt)
 	return r, err
 }
 

@@ -214,37 +214,58 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 	})
 }
 
-// fetchedSQL writes unconditionally and returns the Label of what it
-// replaced ("" for nothing). The old CTE reads the row as it was before the
-// statement; the insert runs whether or not the outer query reads it.
+// fetchedSQL writes fetched state unless the projection holds an
+// observation whose fetch started later (fetched_at, by the database clock,
+// taken before the provider call), and returns 'fetched' or 'stale' with the
+// Label of what it found ("" for nothing). Partition order and the fence
+// keep one writer per resource in normal operation; this compare holds when
+// they do not (a key that moved to a new partition while its backlog sat on
+// the old one). The old CTE reads the row as it was before the statement;
+// the insert runs whether or not the outer query reads it.
 const fetchedSQL = `
 WITH old AS (
     SELECT status, deleted FROM subscription_projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ), up AS (
     INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
-        provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now())
+        provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, fetched_at)
+    VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now(), $11)
     ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
     SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
         source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
         observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false,
-        needs_reconcile_reason = NULL, parked_at = NULL, reconcile_checked_at = NULL
+        needs_reconcile_reason = NULL, parked_at = NULL, reconcile_checked_at = NULL,
+        fetched_at = EXCLUDED.fetched_at
+    WHERE p.fetched_at IS NULL OR EXCLUDED.fetched_at >= p.fetched_at
+    RETURNING 1
 )
-SELECT coalesce((SELECT ` + labelSQL + ` FROM old), '')`
+SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
+       coalesce((SELECT ` + labelSQL + ` FROM old), '')`
 
-// QueueFetched queues a write of state fetched from the provider. Its order
-// is kept by the partition (one writer per resource, in sequence) and the
-// fence, so the write itself is unconditional. previous is set to the Label
-// of the projection it replaced ("" for none) when the batch's results are
-// read.
-func QueueFetched(b *pgx.Batch, w Write, observedAt time.Time, previous *string) {
+// QueueFetched queues a write of state fetched from the provider whose
+// fetch started at fetchedAt (the database clock, read before the call).
+// previous is set to the Label of the projection it found ("" for none)
+// when the batch's results are read; QueueFetchedResult also says whether
+// it wrote.
+func QueueFetched(b *pgx.Batch, w Write, fetchedAt time.Time, previous *string) {
+	queueFetched(b, w, fetchedAt, func(_, prev string) { *previous = prev })
+}
+
+// QueueFetchedResult is QueueFetched that sets res.Outcome to Fetched, or
+// Stale when the projection holds an observation fetched later.
+func QueueFetchedResult(b *pgx.Batch, w Write, fetchedAt time.Time, res *Result) {
+	queueFetched(b, w, fetchedAt, func(outcome, prev string) { res.Outcome, res.Previous = outcome, prev })
+}
+
+func queueFetched(b *pgx.Batch, w Write, fetchedAt time.Time, set func(outcome, previous string)) {
 	r := w.Resource
 	b.Queue(fetchedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, observedAt).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(previous); err != nil {
+		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, fetchedAt).QueryRow(func(row pgx.Row) error {
+		var outcome, prev string
+		if err := row.Scan(&outcome, &prev); err != nil {
 			return fmt.Errorf("write fetched projection %s: %w", r.Key(), err)
 		}
+		set(outcome, prev)
 		return nil
 	})
 }

@@ -97,6 +97,9 @@ var (
 	// ErrUnavailable: the breaker is open (or half-open and already trying a
 	// call), so no request was sent.
 	ErrUnavailable = errors.New("stripeapi: unavailable")
+	// ErrLimited: the client's own rate limiter gave up waiting (the
+	// caller's context ended first), so no request was sent.
+	ErrLimited = errors.New("stripeapi: refused by the local rate limiter")
 	// ErrUnsupported: the resource type has no known API path.
 	ErrUnsupported = errors.New("stripeapi: unsupported resource type")
 	// ErrLivemodeMismatch: Stripe returned an object whose livemode is not
@@ -259,7 +262,7 @@ func (c *Client) do(ctx context.Context, account, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, gobreaker.ErrOpenState)
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("stripeapi: GET %s: rate limiter: %w", path, err)
+		return nil, fmt.Errorf("%w: GET %s: %w", ErrLimited, path, err)
 	}
 	body, err := c.breaker.Execute(func() ([]byte, error) {
 		body, err := c.send(ctx, account, path)
@@ -303,7 +306,11 @@ func (c *Client) send(ctx context.Context, account, path string) ([]byte, error)
 	if resp.StatusCode == http.StatusOK {
 		return body, nil
 	}
-	return nil, statusErr(path, resp.StatusCode, body)
+	e := statusErr(path, resp.StatusCode, body)
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		e.retryAfter = time.Duration(s) * time.Second
+	}
+	return nil, e
 }
 
 // transportErr wraps a network error, keeping a timeout checkable with
@@ -322,7 +329,14 @@ type statusError struct {
 	code     string
 	message  string
 	sentinel error
+	// retryAfter is the answer's Retry-After in seconds (RFC 9110); Stripe
+	// documents none, other Stripe-compatible servers may send one.
+	retryAfter time.Duration
 }
+
+// RetryAfter is how long the server asked the caller to wait (0: it did
+// not say). Callers find it with errors.As.
+func (e *statusError) RetryAfter() time.Duration { return e.retryAfter }
 
 func (e *statusError) Error() string {
 	var b strings.Builder
@@ -344,7 +358,7 @@ func (e *statusError) Error() string {
 
 func (e *statusError) Unwrap() error { return e.sentinel }
 
-func statusErr(path string, status int, body []byte) error {
+func statusErr(path string, status int, body []byte) *statusError {
 	e := &statusError{path: path, status: status}
 	var se struct {
 		Error struct {
