@@ -311,6 +311,14 @@ func (r *Receiver) handle(c echo.Context) error {
 	if err != nil {
 		return r.unavailable(c, err)
 	}
+	if res == inbox.Kept {
+		// The database refused the event's data: it is kept dead, with its
+		// bytes, instead of being answered 503 on every redelivery.
+		r.m.rejected.WithLabelValues(CodeMalformed).Inc()
+		var b errorBody
+		b.Error.Code, b.Error.Message, b.Kept = CodeMalformed, "the database refused the event's data; kept dead for inspection", true
+		return c.JSON(http.StatusBadRequest, b)
+	}
 	r.m.results.WithLabelValues(res.String()).Inc()
 	r.m.latency.Observe(time.Since(start).Seconds())
 	return c.JSON(http.StatusOK, acceptBody{Status: res.String(), EventID: ev.ID})

@@ -872,3 +872,38 @@ func TestVersionFromTheFutureIsKeptDeadNeverApplied(t *testing.T) {
 	require.Equal(t, "version_from_future", outcome)
 	require.Empty(t, outboxRows(t, b.pool), "never sent on to be applied")
 }
+
+// An authenticated event whose data Postgres refuses at intake (here a CHECK
+// on the payload; in the wild a program limit such as nesting too deep) is
+// kept dead under its own identity with its bytes and a safe reason, and
+// answered 400 kept:true — never 503 on every redelivery. The other
+// requests of its batch are stored as usual.
+func TestEventPostgresRefusesIsKeptDeadNot503(t *testing.T) {
+	t.Parallel()
+	b := setup(t, receiver.Config{})
+	_, err := b.pool.Exec(t.Context(), `ALTER TABLE webhook_inbox ADD CONSTRAINT refuse_poison CHECK (payload IS NULL OR NOT payload ? 'poison')`)
+	require.NoError(t, err)
+
+	body := stripeBody("evt_refused", "customer.subscription.updated", "sub_1", map[string]any{"poison": "\xff"})
+	res := b.post(t, stripeDelivery("stripe-test", body))
+	require.Equal(t, http.StatusBadRequest, res.code, "%s", res.raw)
+	require.Equal(t, receiver.CodeMalformed, res.answer.Error.Code)
+	require.True(t, res.answer.Kept)
+
+	var status, outcome, lastErr string
+	var raw []byte
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT status, outcome, last_error, raw_body FROM webhook_inbox WHERE event_id = 'evt_refused'`).
+		Scan(&status, &outcome, &lastErr, &raw))
+	require.Equal(t, "dead", status)
+	require.Equal(t, "malformed", outcome)
+	require.Contains(t, lastErr, "SQLSTATE 23514")
+	require.Equal(t, body, raw, "the bytes are kept")
+	require.Empty(t, outboxRows(t, b.pool))
+
+	// A redelivery is a duplicate, not another refusal.
+	res = b.post(t, stripeDelivery("stripe-test", body))
+	require.Equal(t, http.StatusOK, res.code, "%s", res.raw)
+	require.Equal(t, "duplicate", res.answer.Status)
+	res = b.post(t, stripeDelivery("stripe-test", stripeBody("evt_fine", "customer.subscription.updated", "sub_1", nil)))
+	require.Equal(t, http.StatusOK, res.code)
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -199,11 +200,15 @@ func (c *Committer) commit(batch []*request) {
 		recs[i] = r.rec
 	}
 	results, err := Insert(ctx, c.pool, recs, c.cfg.Now())
-	if err != nil && len(recs) > 1 && rejected(err) {
+	if err != nil && rejected(err) {
 		// The database refused one request's data: store the others one
-		// by one, so only that request is answered with the error.
+		// by one, so only that request is affected, and keep that one dead
+		// with its bytes rather than answer 503 to it on every redelivery.
 		for _, r := range live {
 			res, err := Insert(ctx, c.pool, []*Record{r.rec}, c.cfg.Now())
+			if err != nil && rejected(err) && r.rec.Malformed == "" {
+				res, err = Insert(ctx, c.pool, []*Record{r.rec.keptAfter(err)}, c.cfg.Now())
+			}
 			if err != nil {
 				r.done <- reply{err: err}
 				continue
@@ -221,11 +226,42 @@ func (c *Committer) commit(batch []*request) {
 	}
 }
 
-// rejected reports whether Postgres refused the statement's data (data or
-// integrity errors) rather than being unavailable.
+// rejected reports whether Postgres refused the statement's data (data
+// exceptions, integrity violations, or program limits such as nesting too
+// deep) rather than being unavailable.
 func rejected(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") ||
+		strings.HasPrefix(pgErr.Code, "54"))
+}
+
+// keptAfter is the record to store when the database refused its data: dead,
+// under its own identity, with its bytes kept raw only and the reason in a
+// form any text column takes.
+func (r *Record) keptAfter(err error) *Record {
+	reason := "rejected by the database"
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		reason += fmt.Sprintf(" (SQLSTATE %s): %s", pgErr.Code, pgErr.Message)
+	}
+	kept := *r
+	kept.prep, kept.rawOnly = nil, true
+	kept.Malformed, kept.DeadOutcome = SafeText(reason, 500), OutcomeMalformed
+	return &kept
+}
+
+// SafeText makes s storable in any text column and safe to show: invalid
+// UTF-8 and NUL are replaced, and it is cut to at most max bytes.
+func SafeText(s string, max int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\ufffd"), "\x00", "\ufffd")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 const insertSQL = `

@@ -55,6 +55,10 @@ type Record struct {
 	// Raw is kept byte-for-byte when the endpoint asks for it.
 	Raw []byte
 
+	// rawOnly stores the payload as raw bytes only: the database refused it
+	// as jsonb.
+	rawOnly bool
+
 	prep *prepared
 }
 
@@ -82,7 +86,7 @@ func (r *Record) prepare(now time.Time) error {
 		p.status = StatusIgnored
 	}
 	// Bytes jsonb cannot hold (\u0000, invalid UTF-8, ...) are kept raw only.
-	if jsonbSafe(r.Event.Payload, r.Event.ValidJSON) {
+	if !r.rawOnly && jsonbSafe(r.Event.Payload, r.Event.ValidJSON) {
 		s := string(r.Event.Payload)
 		p.payload = &s
 	} else {

@@ -518,3 +518,9 @@ func TestReplayedOldEventIsNotRequeuedAsStuck(t *testing.T) {
 	require.Empty(t, pub, "published again right after the replay")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM outbox`))
 }
+
+func TestSafeTextStoresAnyBytes(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "a\ufffdb\ufffdc", inbox.SafeText("a\x00b\xffc", 100))
+	require.Equal(t, "é", inbox.SafeText("éé", 3), "cut on a rune boundary")
+}
