@@ -206,7 +206,7 @@ func (c *Committer) commit(batch []*request) {
 		// with its bytes rather than answer 503 to it on every redelivery.
 		for _, r := range live {
 			res, err := Insert(ctx, c.pool, []*Record{r.rec}, c.cfg.Now())
-			if err != nil && rejected(err) && r.rec.Malformed == "" {
+			if err != nil && refusedData(err) && r.rec.Malformed == "" {
 				res, err = Insert(ctx, c.pool, []*Record{r.rec.keptAfter(err)}, c.cfg.Now())
 			}
 			if err != nil {
@@ -233,6 +233,25 @@ func rejected(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23") ||
 		strings.HasPrefix(pgErr.Code, "54"))
+}
+
+// refusedData reports whether Postgres refused the event's own data: a data
+// exception or a program limit (the jsonb cast, nesting), or a constraint of
+// webhook_inbox. A constraint of another table (the outbox) is an
+// operational fault, not the event's: that request is answered 503 and
+// retried, never kept dead.
+func refusedData(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pgErr.Code, "22"), strings.HasPrefix(pgErr.Code, "54"):
+		return true
+	case strings.HasPrefix(pgErr.Code, "23"):
+		return pgErr.TableName == "webhook_inbox"
+	}
+	return false
 }
 
 // keptAfter is the record to store when the database refused its data: dead,
