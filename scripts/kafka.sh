@@ -55,7 +55,18 @@ brokers() {
 	(IFS=,; echo "${out[*]}")
 }
 
+# The machine image has Java 17 and Maven; a machine without them gets
+# Debian's (as root, like scripts/postgres-local.sh).
+ensure_tools() {
+	command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && return 0
+	echo "kafka.sh: installing Debian's Java runtime and Maven" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >&2
+	apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+}
+
 classpath() {
+	ensure_tools
 	if [[ ! -f $LIB/.complete ]]; then
 		echo "kafka.sh: fetching the broker with Maven (kafka/pom.xml) ..." >&2
 		rm -rf "$LIB"
