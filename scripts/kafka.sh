@@ -184,7 +184,7 @@ start_all() {
 	fi
 	cp="$(classpath)"
 	mkdir -p "$DATA"
-	[[ -f $DATA/cluster.id ]] || java -cp "$cp" kafka.tools.StorageTool random-uuid >"$DATA/cluster.id"
+	[[ -f $DATA/cluster.id ]] || java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null >"$DATA/cluster.id"
 	for n in "${NODES[@]}"; do
 		write_properties "$n"
 		format_node "$n" "$cp"
