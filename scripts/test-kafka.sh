@@ -12,9 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO="${GO:-go}"
-# The end-to-end, relay, processor-group (rebalance under load, zombie
-# fencing, partition replay), topic and fence-resize tests.
-PACKAGES=(./e2e ./outbox-relay ./processor ./pkg/partreplay ./pkg/topic ./internal/cli)
+# Every package whose tests touch Kafka: the end-to-end tests, the relay,
+# the processor group (rebalance under load, zombie fencing, a member paused
+# past its session timeout), partition replay, topic creation, the CLI
+# (fence resize, replay), and the reconciler and ops API over the pipeline.
+PACKAGES=(./e2e ./outbox-relay ./processor ./pkg/partreplay ./pkg/topic ./internal/cli
+	./reconciler ./pkg/opsapi ./pkg/explain ./pkg/opsmetrics)
 FAULT_LOG="${FAULT_LOG:-${TMPDIR:-/tmp}/hookyard-test-kafka-faults.log}"
 
 was_up=0
