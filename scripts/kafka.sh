@@ -8,11 +8,11 @@
 #   scripts/kafka.sh stop             stop every node (SIGTERM, SIGKILL after 30 s) and delete the data
 #   scripts/kafka.sh status           one line per node; exit 1 unless all three run
 #   scripts/kafka.sh brokers          the bootstrap list (for KAFKA_BROKERS)
+#   scripts/kafka.sh version          the Apache Kafka release the pom fetched
 #   scripts/kafka.sh kill N           SIGKILL node N (1-3): a crash, no controlled shutdown
 #   scripts/kafka.sh stop-node N      SIGTERM node N and wait for it to exit
 #   scripts/kafka.sh start-node N     start node N again on its existing data
 #   scripts/kafka.sh restart N        stop-node N, then start-node N
-#   scripts/kafka.sh node-of-port P   the node number whose client port is P
 #
 # Ports: node N serves clients on 1909(1+N) (19092-19094) and the controller
 # quorum on 1909(4+N) (19095-19097). Replication factor 3, min.insync.replicas 2.
@@ -36,10 +36,13 @@ pid_of() {
 	f="$(node_dir "$1")/pid"
 	[[ -f $f ]] && cat "$f"
 }
+# A pid file outlives a machine restart; its pid may since belong to another
+# process, which must not pass for the node (nor be killed as it).
 running() {
 	local pid
 	pid="$(pid_of "$1" || true)"
-	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
+	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null &&
+		ps -p "$pid" -o args= 2>/dev/null | grep -qF "$(node_dir "$1")/server.properties"
 }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 check_node() {
@@ -196,8 +199,8 @@ start_all() {
 
 stop_node() {
 	local n=$1 pid i
-	pid="$(pid_of "$n" || true)"
-	if [[ -z $pid ]] || ! kill -0 "$pid" 2>/dev/null; then return 0; fi
+	running "$n" || return 0
+	pid="$(pid_of "$n")"
 	kill -TERM "$pid" 2>/dev/null || true
 	for ((i = 0; i < 300; i++)); do
 		kill -0 "$pid" 2>/dev/null || return 0
@@ -211,8 +214,7 @@ stop_all() {
 	# The controllers need a quorum to let brokers shut down cleanly, so send
 	# every node its SIGTERM at once rather than one after another.
 	for n in "${NODES[@]}"; do
-		pid="$(pid_of "$n" || true)"
-		[[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null || true
+		if running "$n"; then kill -TERM "$(pid_of "$n")" 2>/dev/null || true; fi
 	done
 	for n in "${NODES[@]}"; do stop_node "$n"; done
 	rm -rf "$DATA"
@@ -241,8 +243,7 @@ brokers) brokers ;;
 version) version ;;
 kill)
 	check_node "${2:-}"
-	pid="$(pid_of "$2" || true)"
-	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null || true
+	if running "$2"; then kill -KILL "$(pid_of "$2")" 2>/dev/null || true; fi
 	;;
 stop-node)
 	check_node "${2:-}"
@@ -258,16 +259,6 @@ restart)
 	stop_node "$2"
 	launch "$2" "$(classpath)"
 	wait_ready "$2"
-	;;
-node-of-port)
-	for n in "${NODES[@]}"; do
-		if [[ "$(client_port "$n")" == "${2:-}" ]]; then
-			echo "$n"
-			exit 0
-		fi
-	done
-	echo "kafka.sh: no node serves port '${2:-}'" >&2
-	exit 2
 	;;
 *)
 	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
