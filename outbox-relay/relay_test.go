@@ -249,7 +249,7 @@ func TestStuckRelayClaimExpires(t *testing.T) {
 // records still in flight.
 func TestBrokerOutageKeepsRowsAndDrainsAfter(t *testing.T) {
 	t.Parallel()
-	kafkatest.SkipOnReal(t, "kafkafault.TestBrokerStoppedForAMinuteLosesNothing")
+	kafkatest.SkipOnReal(t, "brokerfault.TestBrokerStoppedForAMinuteLosesNothing (e2e/brokerfault)")
 	s := dbtest.New(t)
 	k := kafkatest.New(t, 4)
 	var down atomic.Bool

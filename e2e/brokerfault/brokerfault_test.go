@@ -25,6 +25,8 @@ const (
 	after = 10 * time.Second
 )
 
+// The tests here never run in parallel: each breaks a broker of the cluster
+// that every other test shares.
 func newPipeline(t *testing.T) *pipelinetest.Pipeline {
 	t.Helper()
 	p := pipelinetest.New(t, pipelinetest.Options{Partitions: partitions, Endpoints: endpoints()})
