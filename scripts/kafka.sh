@@ -73,7 +73,7 @@ classpath() {
 	if [[ ! -f $LIB/.complete ]]; then
 		echo "kafka.sh: fetching the broker with Maven (kafka/pom.xml) ..." >&2
 		rm -rf "$LIB"
-		mvn -q -B -f "$POM_DIR/pom.xml" dependency:copy-dependencies \
+		mvn -q -B -Dstyle.color=never -f "$POM_DIR/pom.xml" dependency:copy-dependencies \
 			-DoutputDirectory="$LIB" -DincludeScope=runtime >&2
 		touch "$LIB/.complete"
 	fi
