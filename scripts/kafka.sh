@@ -73,8 +73,12 @@ classpath() {
 	if [[ ! -f $LIB/.complete ]]; then
 		echo "kafka.sh: fetching the broker with Maven (kafka/pom.xml) ..." >&2
 		rm -rf "$LIB"
-		mvn -q -B -Dstyle.color=never -f "$POM_DIR/pom.xml" dependency:copy-dependencies \
-			-DoutputDirectory="$LIB" -DincludeScope=runtime >&2
+		mkdir -p "$POM_DIR/target"
+		mvn -q -B -f "$POM_DIR/pom.xml" dependency:copy-dependencies \
+			-DoutputDirectory="$LIB" -DincludeScope=runtime >"$POM_DIR/target/mvn.log" 2>&1 || {
+			cat "$POM_DIR/target/mvn.log" >&2
+			return 1
+		}
 		touch "$LIB/.complete"
 	fi
 	echo "$LIB/*"
