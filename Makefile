@@ -4,7 +4,7 @@ DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hookyard?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hookyard_test?sslmode=disable
 export DATABASE_URL TEST_DATABASE_URL
 
-.PHONY: run test test-short bench fuzz build vet lint
+.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint
 
 run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092
 	$(GO) run . dev
@@ -15,7 +15,16 @@ build:
 test: ## all tests, with the race detector, against local Postgres and in-process Kafka
 	bash scripts/check-large-files.sh
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	KAFKA_BROKERS= $(GO) test -race -count=1 -timeout 15m ./...
+
+kafka: ## three-node Apache Kafka (KRaft) on 127.0.0.1:19092-19094, fetched with Maven; prints its version when ready
+	bash scripts/kafka.sh start
+
+kafka-stop: ## stops `make kafka` and deletes its data
+	bash scripts/kafka.sh stop
+
+test-kafka: ## the Kafka-facing tests and the broker-failure runs against `make kafka` (started and stopped if not up)
+	GO=$(GO) bash scripts/test-kafka.sh
 
 test-short:
 	$(GO) test -count=1 -short ./...

@@ -148,7 +148,7 @@ func TestConsumerLagPerPartition(t *testing.T) {
 		t.Fatal("worker never fetched")
 	}
 	lag := func(partition string) float64 {
-		m := metric(t, reg, name, map[string]string{"topic": "hookyard.events", "partition": partition})
+		m := metric(t, reg, name, map[string]string{"topic": p.Kafka.Topic, "partition": partition})
 		if m == nil {
 			return -1
 		}

@@ -18,7 +18,6 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -677,11 +676,11 @@ func TestProcessorRefusesChangedPartitionCount(t *testing.T) {
 	// (rightly) refuse the changed count too.
 	p := scNew(t, pipelinetest.Options{NoProcessor: true})
 	ctx := context.Background()
-	require.NoError(t, fence.Register(ctx, p.Pool, kafkatest.Topic, 4))
+	require.NoError(t, fence.Register(ctx, p.Pool, p.Kafka.Topic, 4))
 	var n int
-	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, kafkatest.Topic).Scan(&n))
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, p.Kafka.Topic).Scan(&n))
 	require.Equal(t, 4, n)
-	_, err := p.Pool.Exec(ctx, `UPDATE topic_fence SET partition_count = $2 WHERE topic = $1`, kafkatest.Topic, n+1)
+	_, err := p.Pool.Exec(ctx, `UPDATE topic_fence SET partition_count = $2 WHERE topic = $1`, p.Kafka.Topic, n+1)
 	require.NoError(t, err)
 
 	proc, err := processor.New(p.Pool, p.Log, p.ProcessorConfig("mismatch"))

@@ -31,7 +31,7 @@ type cliEnv struct {
 	config string
 }
 
-func newCLIEnv(t *testing.T, brokers []string) *cliEnv {
+func newCLIEnv(t *testing.T, kc *kafkatest.Cluster) *cliEnv {
 	t.Helper()
 	s := dbtest.New(t)
 	u, err := url.Parse(dbtest.URL())
@@ -40,10 +40,14 @@ func newCLIEnv(t *testing.T, brokers []string) *cliEnv {
 	q.Set("search_path", s.Name)
 	u.RawQuery = q.Encode()
 	t.Setenv("DATABASE_URL", u.String())
+	topic, group, brokers := kafkatest.Topic, "test-processors", []string(nil)
+	if kc != nil {
+		topic, group, brokers = kc.Topic, kc.Group, kc.Brokers
+	}
 	t.Setenv("KAFKA_BROKERS", strings.Join(brokers, ","))
 	t.Setenv("LOG_LEVEL", "error")
 	cfg := filepath.Join(t.TempDir(), "hookyard.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte("endpoints: []\nkafka:\n  topic: "+kafkatest.Topic+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte("endpoints: []\nkafka:\n  topic: "+topic+"\n  group: "+group+"\n"), 0o600))
 	return &cliEnv{t: t, schema: s, config: cfg}
 }
 
@@ -166,9 +170,9 @@ func TestDeadCommandsListShowAndReplay(t *testing.T) {
 
 func TestReplayPartitionCommand(t *testing.T) {
 	kc := kafkatest.New(t, 2)
-	e := newCLIEnv(t, kc.Brokers)
+	e := newCLIEnv(t, kc)
 	e.seed()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kafkatest.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kc.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	defer cl.Close()
 	for _, id := range []string{"evt_ok", "evt_1", "evt_ok"} {
@@ -200,7 +204,7 @@ func TestReplayPartitionCommand(t *testing.T) {
 	require.Equal(t, map[string]int{}, rep.Skipped)
 
 	for args, msg := range map[string]string{
-		"-partition 2 -from-offset 0":              "partition 2 is out of range: topic hookyard.events has 2 partitions (0-1)",
+		"-partition 2 -from-offset 0":              "partition 2 is out of range: topic " + kc.Topic + " has 2 partitions (0-1)",
 		"-from-offset 0":                           "-partition is required",
 		"-partition 0":                             "give a from-offset or a since time",
 		"-partition 0 -from-offset 0 -since 1h":    "not both",

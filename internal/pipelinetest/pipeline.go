@@ -1,6 +1,8 @@
 // Package pipelinetest runs the whole pipeline inside a test: its own Postgres
-// schema, an in-process Kafka (kfake), the Stripe simulator, the receiver on
-// a real HTTP listener, the outbox relay and one or more processors.
+// schema, its own Kafka topic and consumer group (on an in-process kfake, or
+// on the real cluster of KAFKA_BROKERS: see pkg/kafkatest), the Stripe
+// simulator, the receiver on a real HTTP listener, the outbox relay and one
+// or more processors.
 package pipelinetest
 
 import (
@@ -56,7 +58,9 @@ type Options struct {
 	Processor func(*processor.Config)
 	// DatabaseURL uses another Postgres than the local test database.
 	DatabaseURL string
-	// Brokers uses another Kafka than an in-process kfake broker.
+	// Brokers uses this Kafka (topic kafkatest.Topic, made if missing) instead
+	// of kafkatest's choice (kfake, or a topic of the test's own on the cluster
+	// of KAFKA_BROKERS).
 	Brokers []string
 }
 
@@ -107,7 +111,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 		_, err = topic.Ensure(ctx, cl, kafkatest.Topic, opts.Partitions, 1)
 		cl.Close()
 		require.NoError(t, err)
-		p.Kafka = &kafkatest.Cluster{Brokers: opts.Brokers}
+		p.Kafka = &kafkatest.Cluster{Brokers: opts.Brokers, Topic: kafkatest.Topic, Group: "test-processors"}
 	} else {
 		p.Kafka = kafkatest.New(t, opts.Partitions)
 	}
@@ -123,7 +127,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 		BreakerOpenFor: 500 * time.Millisecond, Timeout: 2 * time.Second}, p.Log)
 	p.Ops = httptest.NewServer(opsapi.New(p.Pool, p.Log, opsapi.Config{Token: OpsToken}))
 
-	relay, err := outboxrelay.New(p.Pool, p.Log, outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic, PollInterval: 100 * time.Millisecond})
+	relay, err := outboxrelay.New(p.Pool, p.Log, outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, PollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)
 	p.goRun(func(ctx context.Context) error { return relay.Run(ctx) })
 	if !opts.NoProcessor {
@@ -152,7 +156,7 @@ func (p *Pipeline) goRun(run func(context.Context) error) {
 
 // ProcessorConfig is the config StartProcessor uses before adjust.
 func (p *Pipeline) ProcessorConfig(id string) processor.Config {
-	cfg := processor.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic, Group: "test-processors", InstanceID: id,
+	cfg := processor.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, Group: p.Kafka.Group, InstanceID: id,
 		Endpoints: p.Endpoints, Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: p.Stripe}},
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
 		RevokeGrace: 2 * time.Second}
@@ -267,7 +271,7 @@ func (p *Pipeline) PostSigned(endpointID string, body []byte, headers http.Heade
 // Records reads every record of the topic (for tests that inspect keys).
 func (p *Pipeline) Records(n int) []*kgo.Record {
 	p.T.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(kafkatest.Topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(p.Kafka.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(p.T, err)
 	defer cl.Close()

@@ -235,7 +235,7 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 	kc := kafkatest.New(t, 2)
 	s := dbtest.New(t)
 	seedDeadEvents(t, s.Pool)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kafkatest.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kc.Topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	defer cl.Close()
 	for _, id := range []string{"evt_1", "evt_ok", "evt_gone"} {
@@ -244,7 +244,7 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, cl.ProduceSync(t.Context(), &kgo.Record{Partition: 1, Value: b}).FirstErr())
 	}
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token, Brokers: kc.Brokers, Topic: kafkatest.Topic}))
+	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token, Brokers: kc.Brokers, Topic: kc.Topic}))
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/replay/partition"
 
@@ -259,7 +259,7 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 		return r.Status
 	}())
 
-	r, err := partreplay.New(s.Pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kafkatest.Topic})
+	r, err := partreplay.New(s.Pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kc.Topic})
 	require.NoError(t, err)
 	from := int64(1)
 	want, err := r.Replay(t.Context(), partreplay.Request{Partition: 1, FromOffset: &from})

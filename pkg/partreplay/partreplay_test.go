@@ -45,9 +45,9 @@ func checkMsg(t *testing.T, sub string) []byte {
 
 // produce writes values to one partition, in order, stamped at ts (now
 // when zero).
-func produce(t *testing.T, brokers []string, partition int32, ts time.Time, values ...[]byte) {
+func produce(t *testing.T, kc *kafkatest.Cluster, partition int32, ts time.Time, values ...[]byte) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(kafkatest.Topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kc.Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -92,9 +92,9 @@ FROM outbox ORDER BY id`)
 
 func i64(v int64) *int64 { return &v }
 
-func newReplayer(t *testing.T, pool *pgxpool.Pool, brokers []string) *partreplay.Replayer {
+func newReplayer(t *testing.T, pool *pgxpool.Pool, kc *kafkatest.Cluster) *partreplay.Replayer {
 	t.Helper()
-	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: brokers, Topic: kafkatest.Topic, IdleTimeout: 5 * time.Second})
+	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kc.Topic, IdleTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	return r
 }
@@ -107,7 +107,7 @@ func TestReplayReadsOnlyItsRangeAndSaysWhatItSkipped(t *testing.T) {
 	kc := kafkatest.New(t, 3)
 	pool := dbtest.New(t).Pool
 	seed(t, pool, "e0", "e1", "e2", "e3")
-	produce(t, kc.Brokers, 1, time.Time{},
+	produce(t, kc, 1, time.Time{},
 		eventMsg(t, "e0", "sub_e0"),       // 0: before from-offset
 		eventMsg(t, "e1", "sub_e1"),       // 1
 		[]byte(`{"not":"a message"}`),     // 2
@@ -119,11 +119,11 @@ func TestReplayReadsOnlyItsRangeAndSaysWhatItSkipped(t *testing.T) {
 		eventMsg(t, "e1", "sub_e1"),       // 8: a second copy of e1
 		eventMsg(t, "e3", "sub_e3"),       // 9: at to-offset, excluded
 	)
-	produce(t, kc.Brokers, 0, time.Time{}, eventMsg(t, "e2", "sub_e2"))
+	produce(t, kc, 0, time.Time{}, eventMsg(t, "e2", "sub_e2"))
 
-	rep, err := newReplayer(t, pool, kc.Brokers).Replay(t.Context(), partreplay.Request{Partition: 1, FromOffset: i64(1), ToOffset: i64(9)})
+	rep, err := newReplayer(t, pool, kc).Replay(t.Context(), partreplay.Request{Partition: 1, FromOffset: i64(1), ToOffset: i64(9)})
 	require.NoError(t, err)
-	require.Equal(t, partreplay.Report{Topic: kafkatest.Topic, Partition: 1, Partitions: 3, StartOffset: 1, EndOffset: 9, NextOffset: 9,
+	require.Equal(t, partreplay.Report{Topic: kc.Topic, Partition: 1, Partitions: 3, StartOffset: 1, EndOffset: 9, NextOffset: 9,
 		Complete: true, Read: 8, Replayed: 3, ReplayedEvents: 2, ReplayedOther: 1,
 		Skipped: map[string]int{partreplay.SkipUndecodable: 1, partreplay.SkipDuplicate: 2, inbox.SkipNotInInbox: 1, inbox.SkipIgnored: 1}}, rep)
 	require.ElementsMatch(t, []string{"e1", "e0", "check:sub_chk"}, outboxEvents(t, pool))
@@ -149,8 +149,8 @@ func TestReplayStopsAtTheHighWatermarkOrTheLimit(t *testing.T) {
 	kc := kafkatest.New(t, 2)
 	pool := dbtest.New(t).Pool
 	seed(t, pool, "a", "b", "c")
-	produce(t, kc.Brokers, 0, time.Time{}, eventMsg(t, "a", "sub_a"), eventMsg(t, "b", "sub_b"), eventMsg(t, "c", "sub_c"))
-	r := newReplayer(t, pool, kc.Brokers)
+	produce(t, kc, 0, time.Time{}, eventMsg(t, "a", "sub_a"), eventMsg(t, "b", "sub_b"), eventMsg(t, "c", "sub_c"))
+	r := newReplayer(t, pool, kc)
 
 	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(0), Limit: 2})
 	require.NoError(t, err)
@@ -186,10 +186,10 @@ func TestReplaySinceStartsAtTheFirstRecordPublishedAfterIt(t *testing.T) {
 	pool := dbtest.New(t).Pool
 	seed(t, pool, "old", "mid", "new")
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	produce(t, kc.Brokers, 0, base, eventMsg(t, "old", "sub_old"))
-	produce(t, kc.Brokers, 0, base.Add(10*time.Minute), eventMsg(t, "mid", "sub_mid"))
-	produce(t, kc.Brokers, 0, base.Add(20*time.Minute), eventMsg(t, "new", "sub_new"))
-	r := newReplayer(t, pool, kc.Brokers)
+	produce(t, kc, 0, base, eventMsg(t, "old", "sub_old"))
+	produce(t, kc, 0, base.Add(10*time.Minute), eventMsg(t, "mid", "sub_mid"))
+	produce(t, kc, 0, base.Add(20*time.Minute), eventMsg(t, "new", "sub_new"))
+	r := newReplayer(t, pool, kc)
 
 	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, Since: base.Add(5 * time.Minute)})
 	require.NoError(t, err)
@@ -207,12 +207,12 @@ func TestReplayRefusesInvalidRequestsNamingTheField(t *testing.T) {
 	t.Parallel()
 	kc := kafkatest.New(t, 4)
 	pool := dbtest.New(t).Pool
-	r := newReplayer(t, pool, kc.Brokers)
+	r := newReplayer(t, pool, kc)
 	ctx := t.Context()
 
 	_, err := r.Replay(ctx, partreplay.Request{Partition: 4, FromOffset: i64(0)})
 	require.ErrorIs(t, err, partreplay.ErrInvalid)
-	require.ErrorContains(t, err, "partition 4 is out of range: topic hookyard.events has 4 partitions (0-3)")
+	require.ErrorContains(t, err, "partition 4 is out of range: topic "+kc.Topic+" has 4 partitions (0-3)")
 	for msg, req := range map[string]partreplay.Request{
 		"from-offset or a since time":      {Partition: 0},
 		"not both":                         {Partition: 0, FromOffset: i64(0), Since: time.Now()},
@@ -230,7 +230,7 @@ func TestReplayRefusesInvalidRequestsNamingTheField(t *testing.T) {
 	_, err = other.Replay(ctx, partreplay.Request{Partition: 0, FromOffset: i64(0)})
 	require.ErrorIs(t, err, partreplay.ErrUnknownTopic)
 
-	_, err = partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Topic: kafkatest.Topic})
+	_, err = partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Topic: kc.Topic})
 	require.ErrorContains(t, err, "Brokers is required")
 }
 
@@ -248,7 +248,7 @@ func TestReplayThatFailsToWriteResumesAtTheUnwrittenBatch(t *testing.T) {
 	for _, id := range ids {
 		msgs = append(msgs, eventMsg(t, id, "sub_"+id))
 	}
-	produce(t, kc.Brokers, 0, time.Time{}, msgs...)
+	produce(t, kc, 0, time.Time{}, msgs...)
 	_, err := pool.Exec(t.Context(), `
 CREATE FUNCTION refuse_e3() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -258,7 +258,7 @@ END $$;
 CREATE TRIGGER refuse_e3 BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_e3();`)
 	require.NoError(t, err)
 
-	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kafkatest.Topic,
+	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kc.Topic,
 		IdleTimeout: 5 * time.Second, BatchSize: 2})
 	require.NoError(t, err)
 	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(0)})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/partreplay"
 	"github.com/hookyard/hookyard/pkg/projection"
@@ -96,7 +95,7 @@ func layout(t *testing.T, p *pipelinetest.Pipeline, n int) map[int32][]placed {
 
 func generations(t *testing.T, p *pipelinetest.Pipeline) map[int32]int64 {
 	t.Helper()
-	rows, err := p.Pool.Query(context.Background(), `SELECT partition, generation FROM partition_fence WHERE topic = $1`, kafkatest.Topic)
+	rows, err := p.Pool.Query(context.Background(), `SELECT partition, generation FROM partition_fence WHERE topic = $1`, p.Kafka.Topic)
 	require.NoError(t, err)
 	out := map[int32]int64{}
 	for rows.Next() {
@@ -158,7 +157,7 @@ func TestReplayPartitionFromAnOffsetReprocessesItsEventsAndNothingMovesBack(t *t
 	gens := generations(t, p)
 	require.Len(t, gens, 4)
 
-	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic})
+	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
 	require.NoError(t, err)
 	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: target, FromOffset: &from})
 	require.NoError(t, err)
@@ -237,7 +236,7 @@ func TestReplayPartitionSinceATimeReprocessesOnlyLaterEvents(t *testing.T) {
 			target = part
 		}
 	}
-	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic})
+	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
 	require.NoError(t, err)
 	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: target, Since: since})
 	require.NoError(t, err)
@@ -297,7 +296,7 @@ func TestReplayPartitionSendsChecksBackAsChecks(t *testing.T) {
 	require.Len(t, recs, 1)
 	p.Sim.Put(stripeSub("sub_chk", "canceled"))
 
-	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: kafkatest.Topic})
+	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
 	require.NoError(t, err)
 	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: recs[0].Partition, FromOffset: &recs[0].Offset})
 	require.NoError(t, err)

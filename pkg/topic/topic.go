@@ -7,11 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// visibleTimeout bounds Ensure's wait for a topic it created to be
+// described.
+const visibleTimeout = 30 * time.Second
 
 // Ensure creates topic with partitions when it does not exist and returns
 // the topic's actual partition count.
@@ -27,7 +32,28 @@ func Ensure(ctx context.Context, cl *kgo.Client, topic string, partitions int32,
 	if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 		return 0, fmt.Errorf("create topic %s: %w", topic, resp.Err)
 	}
-	return Partitions(ctx, cl, topic)
+	if err == nil && resp.Err == nil && resp.NumPartitions > 0 {
+		// What the controller created is the answer. A describe may not say
+		// so yet: the client keeps the "unknown topic" answer of the describe
+		// above for its metadata minimum age (5 s), and a real cluster tells
+		// its brokers about a new topic after the create returns.
+		return int(resp.NumPartitions), nil
+	}
+	// Lost a race with another creator (or an old broker that does not
+	// answer the count): describe until the topic shows, without failing the
+	// service that found it missing a moment ago.
+	wait, cancel := context.WithTimeout(ctx, visibleTimeout)
+	defer cancel()
+	for {
+		n, err := Partitions(wait, cl, topic)
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || wait.Err() != nil {
+			return n, err
+		}
+		select {
+		case <-wait.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Partitions returns the topic's partition count.

@@ -1,0 +1,42 @@
+package topic_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookyard/hookyard/pkg/kafkatest"
+	"github.com/hookyard/hookyard/pkg/topic"
+)
+
+// Ensure answers with the size of the topic it just created. A real cluster
+// spreads a new topic's metadata to its brokers after the create returns, so
+// a describe right after it hears UNKNOWN_TOPIC_OR_PARTITION; Ensure must
+// wait for the topic rather than fail the service that started it (kfake
+// answers at once, so only `make test-kafka` can see this fail).
+func TestEnsureReturnsTheSizeOfATopicItJustCreated(t *testing.T) {
+	t.Parallel()
+	kc := kafkatest.New(t, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	replication := int16(1)
+	if kc.Real() {
+		replication = kafkatest.ReplicationDefault
+	}
+	for range 5 {
+		name := kafkatest.UniqueName(t, "hookyard.ensure")
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = kadm.NewClient(cl).DeleteTopics(ctx, name)
+		})
+		n, err := topic.Ensure(t.Context(), cl, name, 4, replication)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+	}
+}
