@@ -33,7 +33,8 @@ Usage: hookyard [-config FILE] <command> [args]
 Services (scale each separately):
   receiver        POST /webhooks/{endpoint_id} on HTTP_ADDR (default 127.0.0.1:8080)
   outbox-relay    publish outbox rows to Kafka
-  processor       consume the events topic and keep projections
+  processor       consume the events topic and keep projections; also sends external effects
+  effects         send external effects only (receipts to RECEIPT_WEBHOOK_URL), for scaling them apart
   reconciler      enqueue checks for what no webhook told us
   api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)
   dev             all of the above in one process, embedded Kafka and Stripe simulator
@@ -62,12 +63,19 @@ Operations:
                                            unordered) with why, since when and the last check sent
   purge [-older-than 720h]                 drop payloads of finished events, keep their identities
                                            (default: retention.payload_age; the reconciler also purges)
+  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]
+               [-since 24h|RFC3339] [-limit N]
+                                           external effects (dead by default) with attempts, next attempt, last error
+  actions show PROVIDER ACCOUNT ENV SUBJECT KIND
+                                           one action, whatever its status, with its fact and idempotency key
+  actions replay PROVIDER ACCOUNT ENV SUBJECT KIND   send a dead action again, same key (refused if not dead)
+  actions replay [filters of actions list] [-limit N]
   fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
 
 Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
 METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints without
-their own api_key), HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
+their own api_key), RECEIPT_WEBHOOK_URL (where receipts are POSTed), HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
 `
 
 // Main runs the binary and returns its exit code.
@@ -128,8 +136,8 @@ func envOr(k, def string) string {
 
 func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 	switch cmd {
-	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
-	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked":
+	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
+	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "actions":
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
@@ -137,7 +145,7 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	case "dev":
 		// The one place the dev token is allowed: a laptop, loopback only.
 		cfg.OpsToken = cmp.Or(cfg.OpsToken, config.OpsTokenDevDefault)
-	case "receiver", "outbox-relay", "processor", "reconciler", "api":
+	case "receiver", "outbox-relay", "processor", "reconciler", "api", "effects":
 		// A service that can be reached or that acts on real data never runs
 		// on the example config's dev secrets or without an ops token.
 		if err := cfg.CheckProduction(); err != nil {
@@ -150,6 +158,8 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		conns = 24
 	case "outbox-relay":
 		conns = int32(cmp.Or(cfg.Relay.InFlight, outboxrelay.InFlightDefault) + 2) // claims in flight, the listener, a scrape
+	case "processor":
+		conns += 2 // the effects sender's claims and outcome writes
 	}
 	pool, err := openDB(ctx, cfg, log, conns)
 	if err != nil {
@@ -192,9 +202,26 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		if err != nil {
 			return err
 		}
+		// The processor records actions; its binary sends them too, so a
+		// deployment of processors needs no other service for receipts.
+		snd, err := e.effects()
+		if err != nil {
+			return err
+		}
 		// Readiness turns false when the processor stopped for good (the
 		// topic's partition count changed).
-		return withMetrics(ctx, e, p.Run, p.Check)
+		return withMetrics(ctx, e, func(ctx context.Context) error {
+			g, ctx := errgroup.WithContext(ctx)
+			g.Go(func() error { return p.Run(ctx) })
+			g.Go(func() error { return snd.Run(ctx) })
+			return g.Wait()
+		}, p.Check)
+	case "effects":
+		snd, err := e.effects()
+		if err != nil {
+			return err
+		}
+		return withMetrics(ctx, e, snd.Run)
 	case "reconciler":
 		kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(cfg)...))
 		if err != nil {
@@ -226,6 +253,8 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return deadCmd(ctx, e, args, stdout)
 	case "parked":
 		return parkedCmd(ctx, e, args, stdout)
+	case "actions":
+		return actionsCmd(ctx, e, args, stdout)
 	case "purge":
 		fs := flag.NewFlagSet("purge", flag.ContinueOnError)
 		older := fs.Duration("older-than", cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")

@@ -23,7 +23,8 @@ func explainCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 		return usageErr("explain needs PROVIDER ACCOUNT ENV TYPE ID [-json] [-limit N]")
 	}
 	r := message.Resource{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], Type: pos[3], ID: pos[4]}
-	t, err := explain.Build(ctx, e.pool, r, explain.Options{Limit: *limit, Policy: e.cfg.Access})
+	t, err := explain.Build(ctx, e.pool, r, explain.Options{Limit: *limit, Policy: e.cfg.Access,
+		ActionsWaiting: actionsWaiting(e.cfg)})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookyard/hookyard/effects"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/db"
@@ -192,9 +193,27 @@ func (e *env) reconciler(stripeBase string, interval time.Duration, kafka *kgo.C
 		FetchProviders: []string{provider.Stripe}}), nil
 }
 
+// effects builds the external-effects sender. Without a receipt URL it
+// runs idle and receipts stay pending.
+func (e *env) effects() (*effects.Sender, error) {
+	ec := e.cfg.Effects
+	return effects.New(e.pool, e.log, effects.Config{ReceiptURL: ec.ReceiptURL, Timeout: ec.Timeout, BatchSize: ec.BatchSize,
+		PollInterval: ec.PollInterval, BackoffBase: ec.BackoffBase, BackoffMax: ec.BackoffMax, MaxAttempts: ec.MaxAttempts,
+		Registerer: e.reg})
+}
+
+// actionsWaiting says, per action kind, why actions of that kind are not
+// being sent, for explain and `actions show`.
+func actionsWaiting(cfg *config.Config) map[string]string {
+	if cfg.Effects.ReceiptURL == "" {
+		return map[string]string{effects.KindReceipt: effects.ReasonNoURL}
+	}
+	return nil
+}
+
 func (e *env) opsAPI() *echo.Echo {
 	return opsapi.New(e.pool, e.log, opsapi.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic})
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg)})
 }
 
 // serveMetrics serves /healthz, /readyz and /metrics for services without
@@ -277,11 +296,16 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	if err != nil {
 		return err
 	}
+	snd, err := e.effects()
+	if err != nil {
+		return err
+	}
 	ops := e.opsAPI()
 	g.Go(func() error { return rcv.Run(ctx) })
 	g.Go(func() error { return rel.Run(ctx) })
 	g.Go(func() error { return proc.Run(ctx) })
 	g.Go(func() error { return rec.Run(ctx) })
+	g.Go(func() error { return snd.Run(ctx) })
 	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
 	if embedded {
 		// The embedded broker starts empty: whatever was pending when the

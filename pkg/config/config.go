@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -44,6 +45,7 @@ type Config struct {
 	Reconcile Reconcile           `yaml:"reconciler"`
 	Relay     Relay               `yaml:"relay"`
 	Retention Retention           `yaml:"retention"`
+	Effects   Effects             `yaml:"effects"`
 
 	// From the environment.
 	DatabaseURL   string `yaml:"-"`
@@ -118,6 +120,36 @@ type Relay struct {
 	InFlight       int           `yaml:"in_flight"`
 	PollInterval   time.Duration `yaml:"poll_interval"`
 	ProduceTimeout time.Duration `yaml:"produce_timeout"`
+}
+
+// Effects configures the external-effects sender (package effects). Zero
+// values take the sender's defaults.
+type Effects struct {
+	// ReceiptURL is where the receipt of a paid invoice is POSTed, with
+	// header Idempotency-Key; RECEIPT_WEBHOOK_URL overrides it. An absolute
+	// http(s) URL; outside `hookyard dev` it must be https or on loopback
+	// unless AllowHTTP. Defaults to none: receipts stay pending (explain
+	// says why).
+	ReceiptURL string `yaml:"receipt_url"`
+	// AllowHTTP lets a plain http ReceiptURL to another host through outside
+	// `hookyard dev` (a service mesh that encrypts in a sidecar). Defaults
+	// to false.
+	AllowHTTP bool `yaml:"allow_http"`
+	// Timeout bounds one attempt. Defaults to 10s (effects.TimeoutDefault).
+	Timeout time.Duration `yaml:"timeout"`
+	// BatchSize caps the actions claimed and sent at once. Defaults to 16.
+	BatchSize int `yaml:"batch_size"`
+	// PollInterval is how often an idle sender looks for due actions.
+	// Defaults to 1s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// BackoffBase is the delay after the first failed attempt, doubled per
+	// attempt with jitter. Defaults to 2s.
+	BackoffBase time.Duration `yaml:"backoff_base"`
+	// BackoffMax caps the delay. Defaults to 1h.
+	BackoffMax time.Duration `yaml:"backoff_max"`
+	// MaxAttempts is how many attempts an action gets (again after each
+	// replay) before it is dead. Defaults to 20 (about 5 to 9 hours).
+	MaxAttempts int `yaml:"max_attempts"`
 }
 
 // Retention options.
@@ -197,6 +229,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.OpsToken = env("OPS_TOKEN", "")
 	c.StripeAPIBase = env("STRIPE_API_BASE", "")
 	c.StripeAPIKey = env("STRIPE_API_KEY", StripeAPIKeyDevDefault)
+	c.Effects.ReceiptURL = env("RECEIPT_WEBHOOK_URL", c.Effects.ReceiptURL)
 	if b := env("KAFKA_BROKERS", ""); b != "" {
 		for _, s := range strings.Split(b, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -310,6 +343,17 @@ func (c *Config) validate() error {
 	}
 	if c.Processor.MaxAttempts < 0 {
 		errs = append(errs, errors.New("config: processor.max_attempts must not be negative (0: no cap)"))
+	}
+	if u := c.Effects.ReceiptURL; u != "" {
+		if err := effects.CheckURL(u); err != nil {
+			errs = append(errs, fmt.Errorf("config: effects.receipt_url (or RECEIPT_WEBHOOK_URL): %w", err))
+		}
+	}
+	if c.Effects.Timeout < 0 || c.Effects.PollInterval < 0 || c.Effects.BackoffBase < 0 || c.Effects.BackoffMax < 0 {
+		errs = append(errs, errors.New("config: effects.timeout, poll_interval, backoff_base and backoff_max must not be negative"))
+	}
+	if c.Effects.BatchSize < 0 || c.Effects.MaxAttempts < 0 {
+		errs = append(errs, errors.New("config: effects.batch_size and max_attempts must not be negative"))
 	}
 	if c.Retention.PayloadAge < 0 {
 		errs = append(errs, errors.New("config: retention.payload_age must not be negative (0 keeps payloads forever)"))

@@ -315,3 +315,55 @@ func TestProcessorRetryWindowLoadsAndOldMaxAttemptsStillLoads(t *testing.T) {
 	_, err = config.Parse([]byte("processor:\n  retry_window: -1h\n"), lookup(nil))
 	require.ErrorContains(t, err, "processor.retry_window")
 }
+
+// The receipt URL comes from effects.receipt_url, and RECEIPT_WEBHOOK_URL
+// overrides it (the contract's variable); a URL that is not absolute
+// http(s), or negative effects settings, are refused naming the field.
+// Outside dev, plain http to another host is refused unless allowed: the
+// receipt carries the invoice. Fails if the variable is ignored or a bad
+// URL reaches the sender.
+func TestReceiptURLComesFromConfigOrEnvironmentAndIsChecked(t *testing.T) {
+	t.Parallel()
+	doc := []byte("effects:\n  receipt_url: https://receipts.example.com/hook\n  timeout: 3s\n")
+	c, err := config.Parse(doc, lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, "https://receipts.example.com/hook", c.Effects.ReceiptURL)
+	require.Equal(t, 3*time.Second, c.Effects.Timeout)
+
+	c, err = config.Parse(doc, lookup(map[string]string{"RECEIPT_WEBHOOK_URL": "http://127.0.0.1:9999/r"}))
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:9999/r", c.Effects.ReceiptURL)
+
+	c, err = config.Parse([]byte("{}"), lookup(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.Effects.ReceiptURL, "no URL by default: receipts stay pending")
+
+	_, err = config.Parse(doc, lookup(map[string]string{"RECEIPT_WEBHOOK_URL": "receipts.example.com/hook"}))
+	require.ErrorContains(t, err, "effects.receipt_url")
+	_, err = config.Parse([]byte("effects:\n  timeout: -1s\n  max_attempts: -2\n"), lookup(nil))
+	require.ErrorContains(t, err, "effects.timeout")
+	require.ErrorContains(t, err, "effects.batch_size and max_attempts")
+
+	strong := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef"}
+	for url, ok := range map[string]bool{
+		"https://receipts.example.com/hook": true,
+		"http://127.0.0.1:9999/r":           true,
+		"http://localhost/r":                true,
+		"http://receipts.internal/hook":     false,
+	} {
+		env := maps.Clone(strong)
+		env["RECEIPT_WEBHOOK_URL"] = url
+		c, err := config.Parse([]byte("{}"), lookup(env))
+		require.NoError(t, err)
+		if ok {
+			require.NoError(t, c.CheckProduction(), url)
+			continue
+		}
+		err = c.CheckProduction()
+		require.ErrorIs(t, err, config.ErrDevDefault, url)
+		require.ErrorContains(t, err, "RECEIPT_WEBHOOK_URL")
+		c, err = config.Parse([]byte("effects:\n  allow_http: true\n"), lookup(env))
+		require.NoError(t, err)
+		require.NoError(t, c.CheckProduction(), "allow_http lets %s through", url)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/hookyard/hookyard/effects"
 )
 
 // OpsTokenMinLen is the shortest ops token a service outside `hookyard dev`
@@ -26,8 +28,8 @@ var DevSecrets = map[string]string{
 var ErrDevDefault = errors.New("dev default outside hookyard dev")
 
 // CheckProduction refuses what only `hookyard dev` may run with: no ops
-// token, a short one or the dev token, and endpoint secrets from the example
-// config's dev fallbacks. Each error names the variable to set.
+// token, a short one or the dev token, endpoint secrets from the example
+// config's dev fallbacks, and a plain http receipt URL to another host. Each error names the variable to set.
 func (c *Config) CheckProduction() error {
 	var errs []error
 	switch {
@@ -48,6 +50,10 @@ func (c *Config) CheckProduction() error {
 				}
 			}
 		}
+	}
+	if u := c.Effects.ReceiptURL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !effects.IsLoopback(u) {
+		// A receipt carries the invoice (customer, amounts) to another host.
+		errs = append(errs, fmt.Errorf("%w: RECEIPT_WEBHOOK_URL (effects.receipt_url) is plain http to another host; use https, or set effects.allow_http", ErrDevDefault))
 	}
 	return errors.Join(errs...)
 }

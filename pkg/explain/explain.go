@@ -5,8 +5,12 @@
 // how they ended, and what reconciliation checks found — in the order they
 // happened, under the current projection and access decision.
 //
-// It reads webhook_inbox, subscription_projection and projection_history and
-// never writes; it must never call a provider.
+// Beside the timeline it lists the external actions about the resource (the
+// receipts of a subscription's paid invoices, or an invoice's own), with
+// their status and, for those waiting, why.
+//
+// It reads webhook_inbox, subscription_projection, projection_history, fact
+// and action and never writes; it must never call a provider.
 package explain
 
 import (
@@ -23,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
@@ -40,6 +45,9 @@ type Options struct {
 	Policy access.Policy
 	// Now is the clock of the access decision. Defaults to time.Now.
 	Now func() time.Time
+	// ActionsWaiting says, per action kind, why pending actions of that
+	// kind are not being sent (no receipt URL configured). Defaults to none.
+	ActionsWaiting map[string]string
 }
 
 // Kinds of Entry.
@@ -76,6 +84,16 @@ type Timeline struct {
 	Entries []Entry `json:"timeline"`
 	// Truncated: older entries exist than the ones shown.
 	Truncated bool `json:"truncated"`
+	// Actions are the external effects about the resource, newest first
+	// (up to Limit).
+	Actions []ActionEntry `json:"actions"`
+}
+
+// ActionEntry is an external action and, while it is pending, why it is
+// not being sent when that is known.
+type ActionEntry struct {
+	effects.Action
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Entry is one line of a timeline.
@@ -147,6 +165,18 @@ func Build(ctx context.Context, pool *pgxpool.Pool, r message.Resource, opts Opt
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	t.Entries, t.Truncated = merge(events, hist, opts.Limit)
+	acts, err := effects.ForResource(ctx, pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, opts.Limit)
+	if err != nil {
+		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
+	}
+	t.Actions = make([]ActionEntry, 0, len(acts))
+	for _, a := range acts {
+		e := ActionEntry{Action: a}
+		if a.Status == effects.StatusPending {
+			e.Waiting = opts.ActionsWaiting[a.Kind]
+		}
+		t.Actions = append(t.Actions, e)
+	}
 	return t, nil
 }
 

@@ -61,16 +61,50 @@ func (t Timeline) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	if len(t.Entries) == 0 {
-		_, err := fmt.Fprintln(w, "no events, decisions, fetches or checks recorded for this resource")
-		return err
+		fmt.Fprintln(w, "no events, decisions, fetches or checks recorded for this resource")
+	} else {
+		if t.Truncated {
+			fmt.Fprintln(w, "(older entries not shown; raise -limit)")
+		}
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME (UTC)\tWHAT\tEVENT\tDETAIL")
+		for _, e := range t.Entries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(e.At), e.what(), cmp.Or(e.EventID, "-"), e.detail())
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	if t.Truncated {
-		fmt.Fprintln(w, "(older entries not shown; raise -limit)")
+	return t.writeActions(w)
+}
+
+// writeActions lists the external actions about the resource, newest first.
+func (t Timeline) writeActions(w io.Writer) error {
+	if len(t.Actions) == 0 {
+		return nil
 	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME (UTC)\tWHAT\tEVENT\tDETAIL")
-	for _, e := range t.Entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(e.At), e.what(), cmp.Or(e.EventID, "-"), e.detail())
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTION\tSTATUS\tIDEMPOTENCY KEY\tDETAIL")
+	for _, a := range t.Actions {
+		var parts []string
+		if a.Attempts > 0 {
+			parts = append(parts, fmt.Sprintf("%d attempt(s)", a.Attempts))
+		}
+		switch {
+		case a.Waiting != "":
+			parts = append(parts, a.Waiting)
+		case a.DoneAt != nil:
+			parts = append(parts, a.Status+" "+ts(*a.DoneAt))
+		case a.NextAttemptAt != nil && a.Status == "sending":
+			parts = append(parts, "in flight, lease until "+ts(*a.NextAttemptAt))
+		case a.NextAttemptAt != nil:
+			parts = append(parts, "next attempt "+ts(*a.NextAttemptAt))
+		}
+		if a.LastError != "" {
+			parts = append(parts, "last error: "+a.LastError)
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\n", a.Kind, a.SubjectID, a.Status, a.IdempotencyKey, strings.Join(parts, " · "))
 	}
 	return tw.Flush()
 }

@@ -14,11 +14,12 @@ import (
 func (a *api) explain(c echo.Context) error {
 	r := resourceParam(c, "")
 	t, err := explain.Build(c.Request().Context(), a.pool, r, explain.Options{
-		Limit: intParam(c, "limit", explain.LimitDefault), Policy: a.cfg.Policy, Now: a.cfg.Now})
+		Limit: intParam(c, "limit", explain.LimitDefault), Policy: a.cfg.Policy, Now: a.cfg.Now,
+		ActionsWaiting: a.cfg.ActionsWaiting})
 	if err != nil {
 		return a.internal(c, err)
 	}
-	if t.Projection == nil && len(t.Entries) == 0 {
+	if t.Projection == nil && len(t.Entries) == 0 && len(t.Actions) == 0 {
 		return fail(c, http.StatusNotFound, "not_found", "nothing recorded for that resource")
 	}
 	return c.JSON(http.StatusOK, t)

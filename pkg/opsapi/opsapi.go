@@ -1,7 +1,7 @@
 // Package opsapi serves the query and operations API (default
 // 127.0.0.1:8081): projections and access decisions for applications, and
-// for operators the history behind a state, the dead list, replays and
-// payload purges. Every /v1 route requires the bearer token; it never writes
+// for operators the history behind a state, the dead list, dead external
+// actions, replays and payload purges. Every /v1 route requires the bearer token; it never writes
 // a projection itself — replays go down the same outbox → Kafka path.
 package opsapi
 
@@ -43,6 +43,10 @@ type Config struct {
 	// Topic is the events topic partition replays read. Required with
 	// Brokers.
 	Topic string
+	// ActionsWaiting says, per action kind, why actions of that kind are
+	// not being sent (no receipt URL configured), for explain and
+	// GET /v1/actions/... Defaults to none.
+	ActionsWaiting map[string]string
 }
 
 // New returns the API's handler.
@@ -71,6 +75,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.GET("/parked", a.listParked)
 	v1.POST("/dead/replay", a.replayDeadMatching)
 	v1.GET("/dead/:provider/:account/:environment/:event_id", a.showDead)
+	v1.GET("/actions", a.listActions)
+	v1.POST("/actions/replay", a.replayActions)
+	v1.GET("/actions/:provider/:account/:environment/:subject/:kind", a.showAction)
 	return e
 }
 

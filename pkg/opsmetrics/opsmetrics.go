@@ -1,6 +1,7 @@
 // Package opsmetrics reports the database-wide gauges an operator alerts on:
 // the inbox backlog (how old its oldest unfinished event is, how many events
-// are pending, retrying or dead) and the external actions not done yet.
+// are pending, retrying or dead) and the external actions not sent yet (by
+// status, and how long the oldest one still to be sent has waited).
 //
 // The values are read from Postgres on each scrape, bounded by a short
 // timeout, through partial indexes that hold only unfinished rows. The
@@ -34,7 +35,10 @@ var (
 	eventsDesc = prometheus.NewDesc("hookyard_inbox_events",
 		"Inbox events by status: pending, retrying, dead.", []string{"status"}, nil)
 	actionsDesc = prometheus.NewDesc("hookyard_actions_open",
-		"External actions recorded but not done, by kind and status.", []string{"kind", "status"}, nil)
+		"External actions recorded but not sent, by kind and status: pending, sending, failed, ambiguous, dead.", []string{"kind", "status"}, nil)
+	actionAgeDesc = prometheus.NewDesc("hookyard_actions_oldest_pending_age_seconds",
+		"Age of the oldest external action still to be sent (pending, sending, failed or ambiguous; not dead), by kind. 0 when there is none.",
+		[]string{"kind"}, nil)
 	upDesc = prometheus.NewDesc("hookyard_db_gauges_up",
 		"1 when the database gauges of this scrape were read, 0 when the database did not answer within the timeout.", nil, nil)
 )
@@ -57,6 +61,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- eventsDesc
 	ch <- actionsDesc
+	ch <- actionAgeDesc
 	ch <- upDesc
 }
 
@@ -74,8 +79,11 @@ LEFT JOIN (
 UNION ALL
 SELECT 'dead', count(*), 0 FROM webhook_inbox WHERE status = 'dead'`
 
-// actionsSQL reads action_open only.
-const actionsSQL = `SELECT kind, status, count(*) FROM action WHERE status <> 'done' GROUP BY kind, status`
+// actionsSQL reads action_unsent (and those rows' created_at) only: sent
+// actions, nearly all of them, are never read.
+const actionsSQL = `
+SELECT kind, status, count(*), extract(epoch FROM now() - min(created_at))::float8
+FROM action WHERE status <> 'sent' GROUP BY kind, status`
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -117,6 +125,7 @@ func (c *Collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	type open struct {
 		kind, status string
 		n            int64
+		age          float64
 	}
 	var acts []open
 	rows, err = c.pool.Query(ctx, actionsSQL)
@@ -125,7 +134,7 @@ func (c *Collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	}
 	for rows.Next() {
 		var a open
-		if err := rows.Scan(&a.kind, &a.status, &a.n); err != nil {
+		if err := rows.Scan(&a.kind, &a.status, &a.n, &a.age); err != nil {
 			rows.Close()
 			return err
 		}
@@ -140,8 +149,17 @@ func (c *Collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, max(b.age, 0), b.status)
 		}
 	}
+	// Every kind the processor records, so the age gauge reads 0 (not
+	// absent) once its backlog is gone.
+	ages := map[string]float64{"receipt": 0}
 	for _, a := range acts {
 		ch <- prometheus.MustNewConstMetric(actionsDesc, prometheus.GaugeValue, float64(a.n), a.kind, a.status)
+		if a.status != "dead" {
+			ages[a.kind] = max(ages[a.kind], a.age)
+		}
+	}
+	for kind, age := range ages {
+		ch <- prometheus.MustNewConstMetric(actionAgeDesc, prometheus.GaugeValue, age, kind)
 	}
 	return nil
 }

@@ -61,6 +61,7 @@ func TestGaugesFollowInboxAndActions(t *testing.T) {
 	require.Equal(t, 0.0, g["hookyard_inbox_oldest_pending_age_seconds status=pending"])
 	require.Equal(t, 0.0, g["hookyard_inbox_oldest_pending_age_seconds status=retrying"])
 	require.Zero(t, testutil.CollectAndCount(reg, "hookyard_actions_open"))
+	require.Equal(t, 0.0, g["hookyard_actions_oldest_pending_age_seconds kind=receipt"])
 
 	insertEvent(t, s, "evt_done", "processed", 3*time.Hour)
 	insertEvent(t, s, "evt_p_old", "pending", 10*time.Minute)
@@ -68,11 +69,12 @@ func TestGaugesFollowInboxAndActions(t *testing.T) {
 	insertEvent(t, s, "evt_r", "retrying", time.Hour)
 	insertEvent(t, s, "evt_dead", "dead", 2*time.Hour)
 	_, err := s.Pool.Exec(ctx, `
-INSERT INTO action (provider, source_account, environment, subject_id, kind, status, event_id)
-VALUES ('stripe', 'acct', 'live', 'in_1', 'receipt', 'pending', 'e1'),
-       ('stripe', 'acct', 'live', 'in_2', 'receipt', 'pending', 'e2'),
-       ('stripe', 'acct', 'live', 'in_3', 'receipt', 'failed', 'e3'),
-       ('stripe', 'acct', 'live', 'in_4', 'receipt', 'done', 'e4')`)
+INSERT INTO action (provider, source_account, environment, subject_id, kind, status, event_id, created_at)
+VALUES ('stripe', 'acct', 'live', 'in_1', 'receipt', 'pending', 'e1', now() - interval '5 minutes'),
+       ('stripe', 'acct', 'live', 'in_2', 'receipt', 'pending', 'e2', now()),
+       ('stripe', 'acct', 'live', 'in_3', 'receipt', 'failed', 'e3', now() - interval '20 minutes'),
+       ('stripe', 'acct', 'live', 'in_5', 'receipt', 'dead', 'e5', now() - interval '3 days'),
+       ('stripe', 'acct', 'live', 'in_4', 'receipt', 'sent', 'e4', now() - interval '1 day')`)
 	require.NoError(t, err)
 
 	g = gauges(t, reg)
@@ -83,7 +85,10 @@ VALUES ('stripe', 'acct', 'live', 'in_1', 'receipt', 'pending', 'e1'),
 	require.Equal(t, 1.0, g["hookyard_inbox_events status=dead"])
 	require.Equal(t, 2.0, g["hookyard_actions_open kind=receipt status=pending"])
 	require.Equal(t, 1.0, g["hookyard_actions_open kind=receipt status=failed"])
-	require.Equal(t, 2, testutil.CollectAndCount(reg, "hookyard_actions_open"), "done actions are not open")
+	require.Equal(t, 1.0, g["hookyard_actions_open kind=receipt status=dead"])
+	require.Equal(t, 3, testutil.CollectAndCount(reg, "hookyard_actions_open"), "sent actions are not open")
+	require.InDelta(t, 1200, g["hookyard_actions_oldest_pending_age_seconds kind=receipt"], 30,
+		"the oldest action still to be sent (a dead one waits for an operator, not the sender)")
 
 	// The oldest pending event is processed: the age falls to the next one.
 	_, err = s.Pool.Exec(ctx, `UPDATE webhook_inbox SET status = 'processed' WHERE event_id = 'evt_p_old'`)

@@ -1,0 +1,92 @@
+package effects
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// outcome is what one attempt came to.
+type outcome struct {
+	// status is sent, failed, ambiguous or dead.
+	status string
+	// err is the reason of anything but sent, for last_error. It never
+	// holds the response body (it is the receiving server's data).
+	err string
+	// retryAfter is the server's Retry-After on a 429 or 503.
+	retryAfter time.Duration
+}
+
+// maxDrain caps the response bytes read (so the connection can be reused).
+const maxDrain = 64 << 10
+
+// post makes one attempt: the action's body POSTed with its stable key as
+// Idempotency-Key. Any 2xx is sent; 409 is sent too (the server already has
+// this key), unless it names another key; 408, 429 and 5xx are failed and
+// retried; any other answer (4xx, or a redirect: a misconfigured URL) is
+// dead. A transport error is ambiguous once the request may have reached the
+// server (its headers were written), else failed: either way it is retried
+// with the same key.
+func (s *Sender) post(ctx context.Context, target string, c claimed) outcome {
+	key := c.key.String()
+	body, err := json.Marshal(Body{ActionKey: key, Kind: c.key.Kind, Attempt: c.attempts, Fact: *c.fact})
+	if err != nil {
+		return outcome{status: StatusDead, err: fmt.Sprintf("encode body: %v", err)}
+	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return outcome{status: StatusDead, err: fmt.Sprintf("build request: %v", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("User-Agent", "hookyard-effects")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		if wrote.Load() {
+			return outcome{status: StatusAmbiguous, err: fmt.Sprintf("attempt %d: %v (the request may have arrived)", c.attempts, err)}
+		}
+		return outcome{status: StatusFailed, err: fmt.Sprintf("attempt %d: %v (not sent)", c.attempts, err)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	_ = resp.Body.Close()
+	code := resp.StatusCode
+	detail := fmt.Sprintf("attempt %d: HTTP %d", c.attempts, code)
+	switch {
+	case code >= 200 && code < 300:
+		return outcome{status: StatusSent}
+	case code == http.StatusConflict:
+		if got := resp.Header.Get("Idempotency-Key"); got != "" && got != key {
+			return outcome{status: StatusDead, err: fmt.Sprintf("%s for another Idempotency-Key (%q)", detail, got)}
+		}
+		return outcome{status: StatusSent}
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		return outcome{status: StatusFailed, err: detail, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	case code >= 300 && code < 400:
+		return outcome{status: StatusDead, err: detail + " (a redirect: configure the final URL)"}
+	default:
+		return outcome{status: StatusDead, err: detail}
+	}
+}
+
+// retryAfter reads a Retry-After of seconds or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}

@@ -1,0 +1,313 @@
+package effects
+
+import (
+	"cmp"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Config.
+const (
+	TimeoutDefault      = 10 * time.Second
+	LeaseMarginDefault  = 30 * time.Second
+	BatchSizeDefault    = 16
+	PollIntervalDefault = time.Second
+	BackoffBaseDefault  = 2 * time.Second
+	BackoffMaxDefault   = time.Hour
+	// MaxAttemptsDefault: with the default backoff, about nine hours of
+	// retries before an action is dead.
+	MaxAttemptsDefault = 20
+	// SettleTimeout bounds the write of one outcome, also while stopping.
+	SettleTimeout = 5 * time.Second
+)
+
+// ReasonNoURL says why receipts stay pending when no URL is configured.
+const ReasonNoURL = "no receipt_url configured (effects.receipt_url or RECEIPT_WEBHOOK_URL): receipts stay pending"
+
+// Config configures a Sender.
+type Config struct {
+	// ReceiptURL is where receipts are POSTed (http or https). Defaults to
+	// none: receipts are not claimed and stay pending.
+	ReceiptURL string
+	// Timeout bounds one attempt, from its claim to the end of the
+	// response. Defaults to TimeoutDefault.
+	Timeout time.Duration
+	// LeaseMargin is added to Timeout to make a claim's lease: a sender
+	// killed mid-attempt delays its actions by that long. It must cover the
+	// time between the claim's commit and the request's start. Defaults to
+	// LeaseMarginDefault.
+	LeaseMargin time.Duration
+	// BatchSize caps the actions one claim takes; they are sent at once.
+	// Defaults to BatchSizeDefault.
+	BatchSize int
+	// PollInterval is how long an idle sender waits before it looks again.
+	// Defaults to PollIntervalDefault.
+	PollInterval time.Duration
+	// BackoffBase is the delay after the first failed attempt; it doubles
+	// per attempt, with jitter. Defaults to BackoffBaseDefault.
+	BackoffBase time.Duration
+	// BackoffMax caps the delay. Defaults to BackoffMaxDefault.
+	BackoffMax time.Duration
+	// MaxAttempts is how many attempts an action gets (after each replay)
+	// before it is dead. Defaults to MaxAttemptsDefault.
+	MaxAttempts int
+	// SenderID names this sender in claimed_by and logs. Defaults to
+	// host-pid-random.
+	SenderID string
+	// Transport makes the requests. Defaults to a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// Registerer receives the metrics. Defaults to a private registry.
+	Registerer prometheus.Registerer
+}
+
+// WithDefaults returns cfg with defaults filled in.
+func (c Config) WithDefaults() Config {
+	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
+	c.LeaseMargin = cmp.Or(c.LeaseMargin, LeaseMarginDefault)
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
+	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	if c.SenderID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = crand.Read(b[:])
+		c.SenderID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if c.Transport == nil {
+		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Timeout < 0 || c.LeaseMargin < 0 || c.PollInterval < 0 || c.BackoffBase < 0 || c.BackoffMax < 0:
+		return errors.New("effects config: durations must not be negative")
+	case c.BatchSize < 1:
+		return errors.New("effects config: BatchSize must be at least 1")
+	case c.MaxAttempts < 1:
+		return errors.New("effects config: MaxAttempts must be at least 1")
+	}
+	if c.ReceiptURL != "" {
+		if err := CheckURL(c.ReceiptURL); err != nil {
+			return fmt.Errorf("effects config: ReceiptURL: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckURL accepts an absolute http or https URL with a host.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", raw)
+	}
+	return nil
+}
+
+// IsLoopback reports whether raw's host is a loopback address or localhost.
+func IsLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Sender claims due actions, performs them and records their outcomes.
+type Sender struct {
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	cfg     Config
+	client  *http.Client
+	urls    map[string]string // kind → URL
+	kinds   []string
+	metrics *metrics
+
+	// afterSend, when set (tests), runs after a request's outcome is known
+	// and before it is written; an error skips the write, as if the
+	// process died there.
+	afterSend func(ctx context.Context, c claimed, o outcome) error
+}
+
+// New builds a Sender; Run starts it.
+func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Sender, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sender{pool: pool, log: log.With(slog.String("service", "effects")), cfg: cfg,
+		client: &http.Client{Transport: cfg.Transport,
+			// A redirect is a misconfigured URL; following it would re-send
+			// a POST (307/308) or turn it into a GET (301-303).
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		urls:    map[string]string{},
+		metrics: newMetrics(),
+	}
+	if cfg.ReceiptURL != "" {
+		s.urls[KindReceipt] = cfg.ReceiptURL
+		s.kinds = append(s.kinds, KindReceipt)
+	}
+	if err := s.metrics.register(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run sends due actions until ctx ends. Attempts in flight when ctx ends
+// finish (within Timeout) and their outcomes are written. With no URL
+// configured it only waits: receipts stay pending.
+func (s *Sender) Run(ctx context.Context) error {
+	if len(s.kinds) == 0 {
+		s.log.WarnContext(ctx, "effects sender idle: "+ReasonNoURL)
+		<-ctx.Done()
+		return nil
+	}
+	s.log.InfoContext(ctx, "effects sender", slog.String("sender", s.cfg.SenderID), slog.Any("kinds", s.kinds))
+	var backoff time.Duration
+	for {
+		n, err := s.SendDue(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			s.log.WarnContext(ctx, "send due actions", slog.String("error", err.Error()), slog.Duration("backoff", backoff))
+		case n == s.cfg.BatchSize:
+			backoff = 0
+			continue // more may be due
+		default:
+			backoff = s.cfg.PollInterval
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// SendDue claims one batch of due actions, performs them concurrently and
+// records their outcomes. It returns how many it claimed.
+func (s *Sender) SendDue(ctx context.Context) (int, error) {
+	if len(s.kinds) == 0 {
+		return 0, nil
+	}
+	// The requests' deadline counts from before the claim, so it ends before
+	// the lease the claim takes (Timeout + LeaseMargin from Postgres's now()
+	// during the claim).
+	deadline := time.Now().Add(s.cfg.Timeout)
+	var batch []claimed
+	for _, kind := range s.kinds {
+		b, err := s.claim(ctx, kind, s.cfg.BatchSize-len(batch))
+		if err != nil && len(batch) == 0 {
+			return 0, err
+		}
+		if err != nil {
+			// What is claimed is sent now, not left to its lease.
+			s.log.WarnContext(ctx, "claim due actions", slog.String("kind", kind), slog.String("error", err.Error()))
+			break
+		}
+		batch = append(batch, b...)
+		if len(batch) == s.cfg.BatchSize {
+			break
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range batch {
+		if c.status == StatusDead {
+			s.log.WarnContext(ctx, "action dead: attempts exhausted after an interrupted attempt",
+				slog.String("key", c.key.String()), slog.Int("attempts", c.attempts))
+			s.metrics.sends.WithLabelValues(c.key.Kind, StatusDead).Inc()
+			continue
+		}
+		if c.interrupted {
+			s.metrics.interrupted.WithLabelValues(c.key.Kind).Inc()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.perform(ctx, c, deadline)
+		}()
+	}
+	wg.Wait()
+	return len(batch), nil
+}
+
+// perform makes one attempt and records it. The attempt and its write
+// outlive a cancelled ctx (bounded by the deadline and SettleTimeout): an
+// outcome that is known is written rather than left to the lease.
+func (s *Sender) perform(ctx context.Context, c claimed, deadline time.Time) {
+	ctx = context.WithoutCancel(ctx)
+	var o outcome
+	if c.fact == nil {
+		o = outcome{status: StatusDead, err: fmt.Sprintf("no %s fact recorded for %s", factTypes[c.key.Kind], c.key.SubjectID)}
+	} else {
+		start := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		o = s.post(rctx, s.urls[c.key.Kind], c)
+		cancel()
+		s.metrics.duration.WithLabelValues(c.key.Kind).Observe(time.Since(start).Seconds())
+	}
+	if s.afterSend != nil {
+		if err := s.afterSend(ctx, c, o); err != nil {
+			return
+		}
+	}
+	status, err := s.settle(ctx, c, o)
+	s.metrics.sends.WithLabelValues(c.key.Kind, o.status).Inc()
+	attrs := []any{slog.String("key", c.key.String()), slog.Int("attempt", c.attempts), slog.String("outcome", o.status)}
+	if o.err != "" {
+		attrs = append(attrs, slog.String("detail", o.err))
+	}
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "record action outcome; the lease will expire and the action be sent again with the same key",
+			append(attrs, slog.String("error", err.Error()))...)
+	case status == "":
+		s.log.WarnContext(ctx, "action outcome not recorded: lease lost to another sender", attrs...)
+	case status == StatusSent:
+		s.log.DebugContext(ctx, "action sent", attrs...)
+	default:
+		s.log.InfoContext(ctx, "action not sent", append(attrs, slog.String("status", status))...)
+	}
+}
+
+// backoff is exponential with jitter in [d/2, d], at least retryAfter
+// (the server's Retry-After), capped at BackoffMax.
+func (s *Sender) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := s.cfg.BackoffBase << min(max(attempt-1, 0), 30)
+	if d <= 0 || d > s.cfg.BackoffMax {
+		d = s.cfg.BackoffMax
+	}
+	d = d/2 + rand.N(d/2+1)
+	return min(max(d, retryAfter), s.cfg.BackoffMax)
+}

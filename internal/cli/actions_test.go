@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/effects"
+)
+
+// `hookyard actions list|show|replay` work like `dead ...` for external
+// actions, and with no receipt URL configured `actions show` and `explain`
+// say why a receipt is pending (and stop saying it once RECEIPT_WEBHOOK_URL
+// is set). Fails if a command is missing, replays a sent action, or the
+// reason is not shown.
+func TestActionsCommandsListShowReplayAndSayWhyReceiptsWait(t *testing.T) {
+	e := newCLIEnv(t, nil)
+	_, err := e.schema.Pool.Exec(t.Context(), `
+INSERT INTO fact (provider, source_account, environment, fact_type, fact_id, resource_type, resource_id, event_id, data)
+SELECT 'stripe', 'acct_a', 'test', 'invoice_paid', id, 'subscription', 'sub_1', 'evt_' || id, jsonb_build_object('id', id)
+FROM unnest(ARRAY['in_dead', 'in_pending', 'in_sent']) id;
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, status, attempts, last_error, done_at)
+VALUES ('stripe', 'acct_a', 'test', 'in_dead', 'receipt', 'evt_in_dead', 'dead', 3, 'attempt 3: HTTP 400', now()),
+       ('stripe', 'acct_a', 'test', 'in_pending', 'receipt', 'evt_in_pending', 'pending', 0, NULL, NULL),
+       ('stripe', 'acct_a', 'test', 'in_sent', 'receipt', 'evt_in_sent', 'sent', 1, NULL, now())`)
+	require.NoError(t, err)
+
+	var l struct {
+		Actions []effects.Action `json:"actions"`
+		Count   int              `json:"count"`
+	}
+	e.runJSON(&l, "actions", "list")
+	require.Equal(t, 1, l.Count)
+	require.Equal(t, "in_dead", l.Actions[0].SubjectID)
+	e.runJSON(&l, "actions", "list", "-status", "pending", "-kind", "receipt", "-since", "1h")
+	require.Equal(t, "in_pending", l.Actions[0].SubjectID)
+
+	var sh effects.Shown
+	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "in_pending", "receipt")
+	require.Equal(t, effects.ReasonNoURL, sh.Waiting)
+	require.Equal(t, "hookyard:stripe:acct_a:test:in_pending:receipt", sh.Action.IdempotencyKey)
+	code, out, _ := e.run("explain", "stripe", "acct_a", "test", "subscription", "sub_1")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "no receipt_url configured")
+	require.Contains(t, out, "hookyard:stripe:acct_a:test:in_sent:receipt")
+
+	code, _, stderr := e.run("actions", "replay", "stripe", "acct_a", "test", "in_sent", "receipt")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "action is not dead (status sent)")
+	code, _, stderr = e.run("actions", "replay", "stripe", "acct_a", "test", "in_dead", "receipt", "-kind", "receipt")
+	require.Equal(t, 2, code, stderr)
+	var rep struct {
+		Replayed int `json:"replayed"`
+	}
+	e.runJSON(&rep, "actions", "replay", "-provider", "stripe")
+	require.Equal(t, 1, rep.Replayed)
+	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "in_dead", "receipt")
+	require.Equal(t, effects.StatusPending, sh.Action.Status)
+
+	t.Setenv("RECEIPT_WEBHOOK_URL", "http://127.0.0.1:1/receipts")
+	sh = effects.Shown{}
+	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "in_pending", "receipt")
+	require.Empty(t, sh.Waiting)
+	code, out, _ = e.run("explain", "stripe", "acct_a", "test", "subscription", "sub_1")
+	require.Equal(t, 0, code)
+	require.NotContains(t, out, "no receipt_url configured")
+}

@@ -1,0 +1,119 @@
+package opsapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookyard/hookyard/effects"
+)
+
+// actionsRequest is the body of POST /v1/actions/replay: an action's key
+// (all of provider, account, environment, subject and kind) or filters.
+type actionsRequest struct {
+	Provider    string `json:"provider"`
+	Account     string `json:"account"`
+	Environment string `json:"environment"`
+	Subject     string `json:"subject"`
+	Kind        string `json:"kind"`
+	Since       string `json:"since"`
+	Limit       int    `json:"limit"`
+}
+
+func (r actionsRequest) filter(status string) (effects.Filter, error) {
+	t, err := parseSince(r.Since)
+	if err != nil {
+		return effects.Filter{}, err
+	}
+	return effects.Filter{Status: status, Provider: r.Provider, SourceAccount: r.Account, Environment: r.Environment,
+		Kind: r.Kind, Since: t, Limit: r.Limit}, nil
+}
+
+// listActions: GET /v1/actions?status=dead&provider=&account=&environment=&kind=&since=&limit=
+func (a *api) listActions(c echo.Context) error {
+	q := c.QueryParams()
+	limit := 0
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > MaxLimit {
+			return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
+		}
+		limit = n
+	}
+	f, err := actionsRequest{Provider: q.Get("provider"), Account: q.Get("account"), Environment: q.Get("environment"),
+		Kind: q.Get("kind"), Since: q.Get("since"), Limit: limit}.filter(q.Get("status"))
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+	}
+	rows, err := effects.List(c.Request().Context(), a.pool, f)
+	if err != nil {
+		return a.internal(c, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"actions": rows, "count": len(rows)})
+}
+
+func actionKey(c echo.Context) effects.Key {
+	return effects.Key{Provider: c.Param("provider"), SourceAccount: c.Param("account"), Environment: c.Param("environment"),
+		SubjectID: c.Param("subject"), Kind: c.Param("kind")}
+}
+
+// showAction: GET /v1/actions/{provider}/{account}/{environment}/{subject}/{kind}
+func (a *api) showAction(c echo.Context) error {
+	sh, err := effects.Show(c.Request().Context(), a.pool, actionKey(c))
+	if errors.Is(err, effects.ErrNotFound) {
+		return fail(c, http.StatusNotFound, "not_found", "no such action")
+	}
+	if err != nil {
+		return a.internal(c, err)
+	}
+	if sh.Action.Status == effects.StatusPending {
+		sh.Waiting = a.cfg.ActionsWaiting[sh.Action.Kind]
+	}
+	return c.JSON(http.StatusOK, sh)
+}
+
+// replayActions: POST /v1/actions/replay with one action's key or filters.
+func (a *api) replayActions(c echo.Context) error {
+	var req actionsRequest
+	if err := decodeBody(c, &req); err != nil {
+		return fail(c, http.StatusBadRequest, "bad_body", "body must be JSON: an action's provider, account, environment, subject and kind, or filters: "+err.Error())
+	}
+	ctx := c.Request().Context()
+	if req.Subject != "" {
+		if req.Provider == "" || req.Account == "" || req.Environment == "" || req.Kind == "" {
+			return fail(c, http.StatusBadRequest, "bad_key", "subject needs provider, account, environment and kind")
+		}
+		if req.Since != "" || req.Limit != 0 {
+			return fail(c, http.StatusBadRequest, "bad_key", "give an action's key or filters, not both")
+		}
+		k := effects.Key{Provider: req.Provider, SourceAccount: req.Account, Environment: req.Environment, SubjectID: req.Subject, Kind: req.Kind}
+		err := effects.ReplayDead(ctx, a.pool, k)
+		switch {
+		case errors.Is(err, effects.ErrNotFound):
+			return fail(c, http.StatusNotFound, "not_found", "no such action")
+		case errors.Is(err, effects.ErrNotDead):
+			return fail(c, http.StatusConflict, "not_dead", err.Error()+"; only dead actions are replayed")
+		case err != nil:
+			return a.internal(c, err)
+		}
+		a.log.Info("dead action replayed", slog.String("key", k.String()))
+		return c.JSON(http.StatusAccepted, map[string]any{"replayed": 1})
+	}
+	if req.Limit < 0 || req.Limit > MaxLimit {
+		return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
+	}
+	f, err := req.filter(effects.StatusDead)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+	}
+	n, err := effects.ReplayDeadMatching(ctx, a.pool, f)
+	if err != nil {
+		return a.internal(c, err)
+	}
+	a.log.Info("dead actions replayed", slog.Int64("count", n))
+	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
+}
