@@ -137,6 +137,11 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	case "outbox-relay":
 		conns = int32(cmp.Or(cfg.Relay.InFlight, outboxrelay.InFlightDefault) + 2) // claims in flight, the listener, a scrape
 	}
+	ctx, stopDB, err := devDatabase(ctx, cmd, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopDB()
 	pool, err := openDB(ctx, cfg, log, conns)
 	if err != nil {
 		return err
