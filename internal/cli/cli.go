@@ -36,7 +36,9 @@ Services (scale each separately):
   processor       consume the events topic and keep projections
   reconciler      enqueue checks for what no webhook told us
   api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)
-  dev             all of the above in one process, embedded Kafka and Stripe simulator
+  dev             all of the above in one process, embedded Kafka and Stripe simulator; with
+                  DATABASE_URL unset and nothing on 127.0.0.1:5432, an embedded PostgreSQL too
+                  (data in /var/lib/hookyard/dev-postgres as root, else ~/.local/state/hookyard)
 
 Operations:
   migrate                                  create the database if missing and apply migrations

@@ -207,7 +207,7 @@ func TestFolderWithFilesButNoClusterIsLeftUntouched(t *testing.T) {
 func TestMavenBinariesServeWhereDebiansAreMissing(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	cfg.Binaries = BinariesMaven
+	cfg.DebianRoot = filepath.Join(t.TempDir(), "no-debian-postgresql")
 	s := startServer(t, cfg)
 	var version string
 	require.NoError(t, connect(t, s).QueryRow(t.Context(), "SHOW server_version").Scan(&version))
