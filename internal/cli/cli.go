@@ -125,7 +125,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
+func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) (retErr error) {
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
 	case "migrate", "events", "explain", "replay", "purge", "fence", "dead":
@@ -143,7 +143,7 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	if err != nil {
 		return err
 	}
-	defer stopDB()
+	defer func() { retErr = cmp.Or(retErr, stopDB()) }()
 	pool, err := openDB(ctx, cfg, log, conns)
 	if err != nil {
 		return err

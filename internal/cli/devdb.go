@@ -33,8 +33,9 @@ func startsDatabase(cmd string, databaseURLSet bool, somethingAnswers func() boo
 // points cfg.DatabaseURL at it, and returns a context canceled if the
 // server dies under the run (so that dev stops instead of failing every
 // write) and the function that stops the server, to call after the
-// services have stopped.
-func devDatabase(ctx context.Context, cmd string, cfg *config.Config, log *slog.Logger) (context.Context, func(), error) {
+// services have stopped; its error (devpg.ErrExited for a server that
+// died) is the run's error.
+func devDatabase(ctx context.Context, cmd string, cfg *config.Config, log *slog.Logger) (context.Context, func() error, error) {
 	port := devpg.PortDefault
 	if v := os.Getenv(devPostgresPortEnv); v != "" && cmd == "dev" {
 		p, err := strconv.Atoi(v)
@@ -56,7 +57,7 @@ func devDatabase(ctx context.Context, cmd string, cfg *config.Config, log *slog.
 		return !devpg.Leftover(devpg.DefaultDataDir(), port)
 	}
 	if !startsDatabase(cmd, os.Getenv("DATABASE_URL") != "", somethingElseAnswers) {
-		return ctx, func() {}, nil
+		return ctx, func() error { return nil }, nil
 	}
 	log.InfoContext(ctx, "DATABASE_URL is unset and no other server answers on "+addr+": starting an embedded postgres for this run")
 	srv, err := devpg.Start(ctx, devpg.Config{Port: port, Logger: log})
@@ -76,11 +77,12 @@ func devDatabase(ctx context.Context, cmd string, cfg *config.Config, log *slog.
 		case <-ctx.Done():
 		}
 	}()
-	return ctx, func() {
+	return ctx, func() error {
 		stopping.Store(true)
 		cancel()
 		if err := srv.Stop(); err != nil {
-			log.Error("stop embedded postgres", slog.String("error", err.Error()))
+			return fmt.Errorf("embedded postgres: %w", err)
 		}
+		return nil
 	}, nil
 }

@@ -119,7 +119,7 @@ func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		select {
 		case <-s.done:
-			s.stopErr = fmt.Errorf("%w on its own (%v): %s", ErrExited, s.exitErr, s.out.tail())
+			s.stopErr = fmt.Errorf("%w on its own (%s): %s", ErrExited, exitText(s.exitErr), s.out.tail())
 			return
 		default:
 		}
@@ -144,6 +144,13 @@ func (s *Server) Stop() error {
 		s.cfg.Logger.Info("embedded postgres stopped", "data_dir", s.cfg.DataDir)
 	})
 	return s.stopErr
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
 }
 
 var versionRE = regexp.MustCompile(`\(PostgreSQL\) (\d+)(\.\d+)?`)
@@ -402,7 +409,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 	for {
 		select {
 		case <-s.done:
-			return fmt.Errorf("%w before accepting connections (%v): %s", ErrExited, s.exitErr, s.out.tail())
+			return fmt.Errorf("%w before accepting connections (%s): %s", ErrExited, exitText(s.exitErr), s.out.tail())
 		default:
 		}
 		got, err := s.dataDirectory(ctx)
