@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -213,4 +214,16 @@ func TestMavenBinariesServeWhereDebiansAreMissing(t *testing.T) {
 	require.NoError(t, connect(t, s).QueryRow(t.Context(), "SHOW server_version").Scan(&version))
 	require.True(t, strings.HasPrefix(version, strings.Split(MavenVersionDefault, ".")[0]+"."), version)
 	require.Contains(t, s.bins.origin, "maven io.zonky.test.postgres:embedded-postgres-binaries-")
+}
+
+func TestServerThatDiesOnItsOwnClosesDoneAndStopSaysSo(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGQUIT)) // immediate shutdown, as after a PANIC
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Done did not close after the server died")
+	}
+	require.ErrorIs(t, s.Stop(), ErrExited)
 }
