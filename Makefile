@@ -1,12 +1,13 @@
 # hookyard — `make run` starts the whole pipeline, `make test` runs every test.
 GO ?= go
-DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hookyard?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hookyard_test?sslmode=disable
-export DATABASE_URL TEST_DATABASE_URL
+export TEST_DATABASE_URL
+# No DATABASE_URL default here: `hookyard dev` starts a PostgreSQL of its own
+# only when DATABASE_URL is unset (and nothing answers on 127.0.0.1:5432).
 
 .PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint
 
-run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092
+run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092, Postgres from DATABASE_URL, else local :5432, else embedded
 	$(GO) run . dev
 
 build:
@@ -14,6 +15,7 @@ build:
 
 test: ## all tests, with the race detector, against local Postgres and in-process Kafka
 	bash scripts/check-large-files.sh
+	bash scripts/test-db.sh
 	$(GO) vet ./...
 	KAFKA_BROKERS= $(GO) test -race -count=1 -timeout 15m ./...
 

@@ -37,7 +37,9 @@ Services (scale each separately):
   effects         send external effects only (receipts to RECEIPT_WEBHOOK_URL), for scaling them apart
   reconciler      enqueue checks for what no webhook told us
   api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)
-  dev             all of the above in one process, embedded Kafka and Stripe simulator
+  dev             all of the above in one process, embedded Kafka and Stripe simulator; with
+                  DATABASE_URL unset and nothing on 127.0.0.1:5432, an embedded PostgreSQL too
+                  (data in /var/lib/hookyard/dev-postgres as root, else ~/.local/state/hookyard)
 
 Operations:
   migrate                                  create the database if missing and apply migrations
@@ -134,7 +136,7 @@ func envOr(k, def string) string {
 	return def
 }
 
-func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
+func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) (retErr error) {
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
 	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "actions":
@@ -161,6 +163,11 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	case "processor":
 		conns += 2 // the effects sender's claims and outcome writes
 	}
+	ctx, stopDB, err := devDatabase(ctx, cmd, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() { retErr = cmp.Or(retErr, stopDB()) }()
 	pool, err := openDB(ctx, cfg, log, conns)
 	if err != nil {
 		return err
