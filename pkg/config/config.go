@@ -68,7 +68,9 @@ type Kafka struct {
 	Topic string `yaml:"topic"`
 	// Partitions is used when the topic is created. Defaults to PartitionsDefault.
 	Partitions int32 `yaml:"partitions"`
-	// Replication is used when the topic is created. Defaults to 1.
+	// Replication is used when the topic is created. Defaults to -1: the
+	// cluster's default.replication.factor, so a three-broker cluster set up
+	// for durability is not handed single-copy partitions.
 	Replication int16 `yaml:"replication"`
 	// Group is the processor consumer group. Defaults to "hookyard-processor".
 	Group string `yaml:"group"`
@@ -239,7 +241,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	c.Kafka.Topic = cmp.Or(c.Kafka.Topic, TopicDefault)
 	c.Kafka.Partitions = cmp.Or(c.Kafka.Partitions, PartitionsDefault)
-	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, 1)
+	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, -1)
 	c.Kafka.Group = cmp.Or(c.Kafka.Group, "hookyard-processor")
 	if err := errors.Join(envErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
