@@ -23,6 +23,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -194,7 +195,11 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		}
 		return withMetrics(ctx, e, r.Run)
 	case "api":
-		return health.Serve(ctx, e.opsAPI(), cfg.OpsAddr, log)
+		ops, jobs := e.opsAPI()
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return jobs.Run(ctx) })
+		g.Go(func() error { return health.Serve(ctx, ops, cfg.OpsAddr, log) })
+		return g.Wait()
 	case "outbox-relay":
 		if err := ensureTopic(ctx, cfg, brokers(cfg)); err != nil {
 			return err
@@ -268,10 +273,22 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		if err := fs.Parse(args); err != nil || *older <= 0 {
 			return usageErr("purge needs -older-than DURATION (or retention.payload_age in the config)")
 		}
-		n, err := inbox.PurgePayloads(ctx, pool, time.Now().Add(-*older), 1000)
-		if err != nil {
-			return err
+		// Chunk by chunk, with the count so far on a terminal: a purge of a
+		// large inbox runs for minutes, and an operator wants to see it move.
+		cutoff, progress := time.Now().Add(-*older), terminalProgress()
+		var n int64
+		for {
+			c, err := inbox.PurgeChunk(ctx, pool, cutoff, job.PurgeChunk)
+			n += c
+			if err != nil {
+				return err
+			}
+			progress("purged %d payloads", n)
+			if c < job.PurgeChunk {
+				break
+			}
 		}
+		progress("")
 		return printJSON(stdout, map[string]any{"purged": n})
 	case "fence":
 		return fenceCmd(ctx, e, args, stdout)
@@ -434,4 +451,21 @@ func resize(ctx context.Context, e *env, n int, force bool, stdout io.Writer) er
 		return err
 	}
 	return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": n, "previous": cur})
+}
+
+// terminalProgress returns a printer of one progress line, rewritten in
+// place on standard error when that is a terminal, and silent otherwise
+// (scripts read the JSON on standard output). An empty format ends the line.
+func terminalProgress() func(format string, a ...any) {
+	fi, err := os.Stderr.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func(string, ...any) {}
+	}
+	return func(format string, a ...any) {
+		if format == "" {
+			fmt.Fprintln(os.Stderr)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "\r"+format+"\033[K", a...)
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/opsapi"
 	"github.com/hookyard/hookyard/pkg/opsmetrics"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -211,9 +212,11 @@ func actionsWaiting(cfg *config.Config) map[string]string {
 	return nil
 }
 
-func (e *env) opsAPI() *echo.Echo {
+// opsAPI builds the query/ops API and the runner of its jobs; run both.
+func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
+	jobs := opsapi.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
 	return opsapi.New(e.pool, e.log, opsapi.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg)})
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs}), jobs
 }
 
 // serveMetrics serves /healthz, /readyz and /metrics for services without
@@ -300,13 +303,14 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	if err != nil {
 		return err
 	}
-	ops := e.opsAPI()
+	ops, jobs := e.opsAPI()
 	g.Go(func() error { return rcv.Run(ctx) })
 	g.Go(func() error { return rel.Run(ctx) })
 	g.Go(func() error { return proc.Run(ctx) })
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return snd.Run(ctx) })
 	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
+	g.Go(func() error { return jobs.Run(ctx) })
 	if embedded {
 		// The embedded broker starts empty: whatever was pending when the
 		// last dev run stopped goes out again. In the background and in

@@ -141,13 +141,19 @@ func PurgePayloads(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, ch
 	}
 	var total int64
 	for {
-		tag, err := pool.Exec(ctx, purgeSQL, cutoff, chunk)
-		if err != nil {
-			return total, fmt.Errorf("purge payloads: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(chunk) {
-			return total, nil
+		n, err := PurgeChunk(ctx, pool, cutoff, chunk)
+		total += n
+		if err != nil || n < int64(chunk) {
+			return total, err
 		}
 	}
+}
+
+// PurgeChunk is one statement of PurgePayloads: at most chunk events.
+func PurgeChunk(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, chunk int) (int64, error) {
+	tag, err := pool.Exec(ctx, purgeSQL, cutoff, chunk)
+	if err != nil {
+		return 0, fmt.Errorf("purge payloads: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/opsapi"
-	"github.com/hookyard/hookyard/pkg/partreplay"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -248,23 +248,20 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/replay/partition"
 
-	var got partreplay.Report
+	var got struct{ Job job.Job }
 	require.Equal(t, http.StatusAccepted, send(t, http.MethodPost, url, token, map[string]any{"partition": 1, "from_offset": 1}, &got))
-	require.Equal(t, 2, got.Read)
-	require.Equal(t, 1, got.ReplayedEvents)
-	require.Equal(t, map[string]int{inbox.SkipNotInInbox: 1}, got.Skipped)
+	require.Equal(t, job.StatusDone, got.Job.Status, "a small replay is done within its first step")
+	require.Equal(t, int64(2), got.Job.Progress["read"])
+	require.Equal(t, int64(1), got.Job.Progress["replayed_events"])
+	require.Equal(t, int64(1), got.Job.Progress["skipped_"+inbox.SkipNotInInbox])
 	require.Equal(t, inbox.StatusPending, func() string {
 		r, err := inbox.Get(t.Context(), s.Pool, stripeKey("evt_ok"), false)
 		require.NoError(t, err)
 		return r.Status
 	}())
-
-	r, err := partreplay.New(s.Pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kc.Topic})
-	require.NoError(t, err)
-	from := int64(1)
-	want, err := r.Replay(t.Context(), partreplay.Request{Partition: 1, FromOffset: &from})
-	require.NoError(t, err)
-	require.Equal(t, want, got)
+	var again struct{ Job job.Job }
+	require.Equal(t, http.StatusOK, send(t, http.MethodGet, fmt.Sprintf("%s/v1/jobs/%d", srv.URL, got.Job.ID), token, nil, &again))
+	require.Equal(t, got.Job.Progress, again.Job.Progress)
 
 	var fail struct {
 		Error struct{ Code, Message string } `json:"error"`
@@ -275,7 +272,7 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, send(t, http.MethodPost, url, token, map[string]any{"partition": 0}, nil), "from_offset or since")
 	require.Equal(t, http.StatusBadRequest, send(t, http.MethodPost, url, token, map[string]any{"partition": 0, "since": "last week"}, nil))
 	require.Equal(t, http.StatusAccepted, send(t, http.MethodPost, url, token, map[string]any{"partition": 1, "since": "1h"}, &got))
-	require.Equal(t, 3, got.Read)
+	require.Equal(t, int64(3), got.Job.Progress["read"])
 
 	bare := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
 	t.Cleanup(bare.Close)

@@ -23,6 +23,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
@@ -47,6 +48,10 @@ type Config struct {
 	// not being sent (no receipt URL configured), for explain and
 	// GET /v1/actions/... Defaults to none.
 	ActionsWaiting map[string]string
+	// Jobs runs purges and replays. Defaults to NewJobs over Brokers and
+	// Topic, driven only by the requests that start jobs: a job whose
+	// runner died is resumed only where a runner's Run is running.
+	Jobs *job.Runner
 }
 
 // New returns the API's handler.
@@ -57,7 +62,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.NewRegistry()
 	}
-	a := &api{pool: pool, log: log.With(slog.String("service", "ops-api")), cfg: cfg}
+	if cfg.Jobs == nil {
+		cfg.Jobs = NewJobs(pool, log, cfg.Brokers, cfg.Topic)
+	}
+	a := &api{pool: pool, log: log.With(slog.String("service", "ops-api")), cfg: cfg, jobs: cfg.Jobs}
 	e := health.NewEcho()
 	health.Register(e, cfg.Gatherer, func(ctx context.Context) error { return pool.Ping(ctx) })
 	v1 := e.Group("/v1", a.auth)
@@ -71,6 +79,8 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.POST("/replay/resource/:provider/:account/:environment/:type/:id", a.replayResource)
 	v1.POST("/purge", a.purge)
 	v1.POST("/replay/partition", a.replayPartition)
+	v1.GET("/jobs", a.listJobs)
+	v1.GET("/jobs/:id", a.getJob)
 	v1.GET("/dead", a.listDead)
 	v1.GET("/parked", a.listParked)
 	v1.POST("/dead/replay", a.replayDeadMatching)
@@ -85,6 +95,7 @@ type api struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	cfg  Config
+	jobs *job.Runner
 }
 
 func fail(c echo.Context, status int, code, msg string) error {
@@ -230,31 +241,6 @@ func (a *api) replayDead(c echo.Context) error {
 	}
 	a.log.Info("dead events replayed", slog.Int64("count", n))
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
-}
-
-func (a *api) replayResource(c echo.Context) error {
-	t, err := since(c)
-	if err != nil {
-		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
-	}
-	r := resourceParam(c, "")
-	n, err := inbox.ReplayResource(c.Request().Context(), a.pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, t)
-	if err != nil {
-		return a.internal(c, err)
-	}
-	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
-}
-
-func (a *api) purge(c echo.Context) error {
-	d, err := time.ParseDuration(c.QueryParam("older_than"))
-	if err != nil || d <= 0 {
-		return fail(c, http.StatusBadRequest, "bad_older_than", "older_than must be a positive duration, e.g. 720h")
-	}
-	n, err := inbox.PurgePayloads(c.Request().Context(), a.pool, time.Now().Add(-d), 1000)
-	if err != nil {
-		return a.internal(c, err)
-	}
-	return c.JSON(http.StatusOK, map[string]any{"purged": n})
 }
 
 // listParked serves GET /v1/parked?provider=&account=&environment=&limit=:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/partreplay"
 )
 
@@ -32,21 +33,22 @@ func (a *api) replayPartition(c echo.Context) error {
 	if err != nil {
 		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
 	}
-	r, err := partreplay.New(a.pool, a.log, partreplay.Config{Brokers: a.cfg.Brokers, Topic: a.cfg.Topic})
-	if err != nil {
+	if len(a.cfg.Brokers) == 0 || a.cfg.Topic == "" {
 		return fail(c, http.StatusServiceUnavailable, "kafka_not_configured", "this API was started without Kafka brokers and topic")
 	}
-	rep, err := r.Replay(c.Request().Context(), partreplay.Request{Partition: *body.Partition, FromOffset: body.FromOffset,
-		Since: t, ToOffset: body.ToOffset, Limit: body.Limit})
+	j, err := a.jobs.Start(c.Request().Context(), job.KindReplayPartition, job.PartitionParams{Partition: *body.Partition,
+		FromOffset: body.FromOffset, Since: t, ToOffset: body.ToOffset, Limit: body.Limit})
 	switch {
 	case errors.Is(err, partreplay.ErrInvalid):
 		return fail(c, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, partreplay.ErrUnknownTopic):
 		return fail(c, http.StatusServiceUnavailable, "unknown_topic", err.Error())
+	case errors.Is(err, job.ErrUnknownKind):
+		return fail(c, http.StatusServiceUnavailable, "kafka_not_configured", "this API was started without Kafka brokers and topic")
 	case err != nil:
-		a.log.Error("partition replay", slog.String("error", err.Error()), slog.Any("report", rep))
+		a.log.Error("partition replay", slog.String("error", err.Error()))
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{
-			"error": map[string]string{"code": "replay_failed", "message": err.Error()}, "report": rep})
+			"error": map[string]string{"code": "replay_failed", "message": err.Error()}, "job": j})
 	}
-	return c.JSON(http.StatusAccepted, rep)
+	return started(c, j)
 }
