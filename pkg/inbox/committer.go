@@ -235,7 +235,7 @@ WITH input AS (
                 WHEN status = 'dead' THEN 'malformed' END,
            last_error, occurred_at
     FROM input
-    ON CONFLICT DO NOTHING
+    ON CONFLICT (provider, source_account, environment, event_id) DO NOTHING
     RETURNING provider, source_account, environment, event_id, status
 ), out AS (
     INSERT INTO outbox (message_key, message)

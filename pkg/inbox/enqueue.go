@@ -84,10 +84,15 @@ func ReplayResource(ctx context.Context, pool *pgxpool.Pool, provider, account, 
 	return tag.RowsAffected(), nil
 }
 
+// stuckSQL picks pending events by when they were last published (received,
+// or re-enqueued: next_attempt_at), longest waiting first. Condition and
+// order are webhook_inbox_pending's key, which no other index has: ordered
+// by received_at, the planner may walk webhook_inbox_received from the
+// oldest row instead, through the whole processed history.
 const stuckSQL = `
 SELECT provider, source_account, environment, event_id FROM webhook_inbox
 WHERE status = 'pending' AND coalesce(next_attempt_at, received_at) < $2
-ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+ORDER BY coalesce(next_attempt_at, received_at) LIMIT $3 FOR UPDATE SKIP LOCKED`
 
 // RequeueStuck re-publishes up to limit events still pending since before
 // cutoff: their message was lost on the way (an embedded broker that
