@@ -108,9 +108,7 @@ func Load(t testing.TB, pool *pgxpool.Pool) {
 		_, err := pool.Exec(ctx, q, Provider, Account, Environment, Rows)
 		require.NoError(t, err, "load: %s", q)
 	}
-	_, err := pool.Exec(ctx, `
-INSERT INTO topic_fence (topic, partition_count) VALUES ($1, $2);
-`, Topic, Partitions)
+	_, err := pool.Exec(ctx, `INSERT INTO topic_fence (topic, partition_count) VALUES ($1, $2)`, Topic, Partitions)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO partition_fence (topic, partition, generation, owner)
 SELECT $1, g, 1, 'plantest' FROM generate_series(0, $2::int - 1) g`, Topic, Partitions)
