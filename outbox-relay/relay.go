@@ -459,11 +459,14 @@ func (b *batch) n() int { return len(b.ids) }
 
 // claimSQL takes the lowest ids no other relay holds and deletes them in the
 // same statement; the rows stay locked (and invisible to nobody else) until
-// the transaction ends.
+// the transaction ends. The claimed ids reach the DELETE as one array, so
+// it finds them by the primary key: joined as a CTE instead, the planner
+// hashed the whole outbox for every batch (on a table without statistics,
+// and with them), and each claim cost as much as the backlog was long.
 const claimSQL = `
-WITH claimed AS (SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-DELETE FROM outbox o USING claimed c WHERE o.id = c.id
-RETURNING o.id, o.message_key, o.message, o.created_at`
+DELETE FROM outbox
+WHERE id = ANY (ARRAY(SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
+RETURNING id, message_key, message, created_at`
 
 // claim opens a transaction and deletes the next rows no other relay holds,
 // in one round trip. On no rows or an error the transaction is already

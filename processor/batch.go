@@ -70,7 +70,10 @@ func (r *inboxRow) key() inbox.Key {
 // planner pick a merge or hash join for large batches, reading every row of
 // the account (all rows share provider, account and environment); the
 // LATERAL subquery with LIMIT 1 cannot be flattened into a join, so it stays
-// one index probe per key whatever the statistics say.
+// one index probe per key. The probe is by the primary key because no other
+// index begins with its columns: while webhook_inbox_resource did, a table
+// without statistics made the two tie and each probe could read the whole
+// account (migration 00006; TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
        w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
@@ -259,15 +262,25 @@ type mark struct {
 	reconcile *message.Resource
 }
 
+// markSQL sets each event's outcome, only while the row is still as the
+// batch loaded it (pending). That status comes from the input rows, not from
+// a literal: with "status = 'pending'" the planner can prove the partial
+// index webhook_inbox_pending applies, and with statistics taken while
+// nothing was pending that index looks empty and ties with the primary key;
+// during a backlog each key's probe through it reads every pending row.
+// Compared with a column of the batch, the primary key is the only index
+// that fits.
+// Nested loops over the primary key are the plan whatever the statistics
+// (TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
 const markSQL = `
 UPDATE webhook_inbox w
 SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts = u.attempts,
     next_attempt_at = u.next_attempt_at, first_failed_at = u.first_failed_at,
     processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[])
-     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::text[])
+     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at, loaded_status)
 WHERE w.provider = u.provider AND w.source_account = u.source_account
-  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = 'pending'`
+  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = u.loaded_status`
 
 const factSQL = `
 INSERT INTO fact (provider, source_account, environment, fact_type, fact_id, resource_type, resource_id, event_id, data)
@@ -549,6 +562,7 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 	next := make([]*time.Time, 0, n)
 	firstFailed := make([]*time.Time, 0, n)
 	var reconcile []message.Resource
+	loaded := make([]string, 0, n)
 	for _, mk := range marks {
 		for i, v := range []string{mk.k.Provider, mk.k.SourceAccount, mk.k.Environment, mk.k.EventID, mk.status, mk.outcome} {
 			cols[i] = append(cols[i], v)
@@ -557,11 +571,12 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 		attempts = append(attempts, int32(mk.attempts))
 		next = append(next, mk.next)
 		firstFailed = append(firstFailed, mk.firstFailed)
+		loaded = append(loaded, inbox.StatusPending)
 		if mk.reconcile != nil {
 			reconcile = append(reconcile, *mk.reconcile)
 		}
 	}
-	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next, firstFailed).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next, firstFailed, loaded).Exec(func(pgconn.CommandTag) error { return nil })
 	queueNeedsReconcile(b, reconcile)
 }
 

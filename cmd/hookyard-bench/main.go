@@ -7,6 +7,9 @@
 //   - processor: events per second through the processor, for versioned
 //     snapshots (Chargebee) and for hints that fetch the resource (Stripe,
 //     against the simulator);
+//   - processor by inbox size: events per second on inboxes of 10k and 1M
+//     rows, on tables without statistics and analyzed; the cost per event
+//     must not grow with the inbox;
 //   - relay: rows per second from a preloaded outbox to Kafka, with one and
 //     two relays, beside Postgres alone claiming and deleting the rows.
 //
@@ -44,6 +47,7 @@ const DBURLDefault = "postgres://postgres@127.0.0.1:5432/hookyard_bench?sslmode=
 // options are the command line.
 type options struct {
 	receiver, processor, relay bool
+	inbox                      bool
 
 	dbURL       string
 	duration    time.Duration
@@ -65,6 +69,9 @@ type options struct {
 	receiverLog              bool
 	commitWorkers            int
 
+	inboxRows   []int
+	inboxEvents int
+
 	relayRows, relayPayload   int
 	relayBatch, relayInFlight int
 	relayTimeout              time.Duration
@@ -78,6 +85,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.receiver, "receiver", false, "run section A: receiver vs the Postgres ceiling (default: all sections)")
 	fs.BoolVar(&o.processor, "processor", false, "run section B: processor throughput (default: all sections)")
 	fs.BoolVar(&o.relay, "relay", false, "run section C: outbox relay throughput vs the Postgres ceiling (default: all sections)")
+	fs.BoolVar(&o.inbox, "inbox", false, "run section B3: processor events/s at each -inbox-rows inbox size, without statistics and analyzed (default: all sections)")
+	inboxRows := fs.String("inbox-rows", "10000,1000000", "B3: comma-separated inbox sizes (finished events preloaded with generate_series) to measure the processor on")
+	fs.IntVar(&o.inboxEvents, "inbox-events", 20_000, "B3: new events processed at each inbox size, once without statistics and once analyzed")
 	fs.IntVar(&o.relayRows, "relay-rows", 200_000, "relay: outbox rows preloaded for each run")
 	fs.IntVar(&o.relayPayload, "relay-payload", 1024, "relay: bytes of random payload per row")
 	fs.IntVar(&o.relayBatch, "relay-batch", 0, "relay: rows per claim (0: the relay's default)")
@@ -112,8 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	o.seed = *seed
-	if !o.receiver && !o.processor && !o.relay {
-		o.receiver, o.processor, o.relay = true, true, true
+	if !o.receiver && !o.processor && !o.relay && !o.inbox {
+		o.receiver, o.processor, o.relay, o.inbox = true, true, true, true
 	}
 	o.relayBatch = cmp.Or(o.relayBatch, outboxrelay.BatchSizeDefault)
 	o.relayInFlight = cmp.Or(o.relayInFlight, outboxrelay.InFlightDefault)
@@ -126,6 +136,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-poll-records: %q is not a positive integer", s)
 		}
 		o.pollRecords = append(o.pollRecords, n)
+	}
+	for _, s := range strings.Split(*inboxRows, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("-inbox-rows: %q is not a positive integer", s)
+		}
+		o.inboxRows = append(o.inboxRows, n)
 	}
 	switch {
 	case o.duration < time.Second:
@@ -142,6 +162,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-partitions must be at least 1")
 	case o.relayRows < 1 || o.relayPayload < 4 || o.relayBatch < 1 || o.relayInFlight < 1:
 		return o, errors.New("-relay-rows, -relay-batch and -relay-inflight must be positive, -relay-payload at least 4")
+	case o.inbox && (len(o.inboxRows) == 0 || o.inboxEvents < 1):
+		return o, errors.New("-inbox-rows needs at least one size and -inbox-events must be positive")
 	case o.procConns < 1:
 		return o, errors.New("-proc-conns must be at least 1")
 	}
@@ -233,6 +255,11 @@ func (b *bench) run(ctx context.Context) error {
 	if b.opts.processor && ctx.Err() == nil {
 		if err := b.processorSection(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("processor section: %w", err))
+		}
+	}
+	if b.opts.inbox && ctx.Err() == nil {
+		if err := b.inboxSection(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("inbox size section: %w", err))
 		}
 	}
 	if b.opts.relay && ctx.Err() == nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -192,16 +191,15 @@ func hintEvents(rng *rand.Rand, n, resources int) []benchEvent {
 // preload writes the inbox rows with COPY and produces one record per event,
 // as the outbox relay would have.
 func (b *bench) preload(ctx context.Context, brokers []string, ep provider.Endpoint, eventType string, evs []benchEvent) error {
-	rows := make([][]any, len(evs))
-	for i, e := range evs {
-		rows[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, ep.ID, eventType, "subscription", e.resource, e.version, e.payload, "pending"}
+	return b.preloadEvents(ctx, brokers, ep, eventType, evs, b.opts.analyze)
+}
+
+// preloadEvents is preload, with ANALYZE after the COPY when analyze.
+func (b *bench) preloadEvents(ctx context.Context, brokers []string, ep provider.Endpoint, eventType string, evs []benchEvent, analyze bool) error {
+	if err := copyPending(ctx, b.pool, ep, eventType, evs); err != nil {
+		return err
 	}
-	cols := []string{"provider", "source_account", "environment", "event_id", "endpoint_id", "event_type",
-		"resource_type", "resource_id", "resource_version", "payload", "status"}
-	if _, err := b.pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("copy inbox rows: %w", err)
-	}
-	if b.opts.analyze {
+	if analyze {
 		// Right after TRUNCATE and COPY the table has no statistics, and the
 		// planner may pick a plan that is fine on a table it knows and ruinous
 		// on this one; production tables are analyzed by autovacuum.

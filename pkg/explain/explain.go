@@ -193,7 +193,7 @@ type event struct {
 }
 
 // eventsSQL reads the resource's latest events through
-// webhook_inbox_resource. The provider's time comes from occurred_at
+// webhook_inbox_by_resource. The provider's time comes from occurred_at
 // (filled at intake), else, for older rows, from the payload while it is
 // kept: Stripe "created", Chargebee "occurred_at", Standard Webhooks
 // "timestamp".

@@ -303,7 +303,7 @@ WITH input AS (
     -- in: two statements that share keys then wait on each other in one
     -- direction only and cannot deadlock (40P01 would fail both batches).
     ORDER BY provider, source_account, environment, event_id
-    ON CONFLICT DO NOTHING
+    ON CONFLICT (provider, source_account, environment, event_id) DO NOTHING
     RETURNING provider, source_account, environment, event_id, status
 ), out AS (
     INSERT INTO outbox (message_key, message)

@@ -113,16 +113,21 @@ SELECT w.provider, w.source_account, w.environment, w.event_id, coalesce(w.next_
        ` + messageKeySQL + `
 FROM webhook_inbox w
 WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) < $1
-  AND coalesce(w.next_attempt_at, w.received_at) < coalesce((SELECT min(created_at) FROM outbox), 'infinity')
-  -- implied by the two above (a publication is never older than its
-  -- receipt), and what bounds the scan of webhook_inbox_unfinished: behind
-  -- a backlog, the pending rows younger than the outbox's oldest row are
-  -- not read at all
-  AND w.received_at < least($1, coalesce((SELECT min(created_at) FROM outbox), 'infinity'))
+  -- behind a backlog, the pending rows younger than the outbox's oldest
+  -- row are not read at all: both bounds are webhook_inbox_pending's key
+  -- the oldest outbox row by id, through the primary key (min(created_at)
+  -- would read the whole outbox: it has no index on created_at, and a
+  -- queue table should not pay for one). Ids and created_at follow each
+  -- other up to the skew of concurrent inserts; within that skew an event
+  -- may be published once more, which is harmless.
+  AND coalesce(w.next_attempt_at, w.received_at) < coalesce((SELECT created_at FROM outbox ORDER BY id LIMIT 1), 'infinity')
   AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d
                   WHERE d.created_at = coalesce(w.next_attempt_at, w.received_at) AND d.message_key = ` + messageKeySQL + `)
-ORDER BY w.received_at LIMIT $2`
+-- Condition and order are webhook_inbox_pending's key, which no other index
+-- has: ordered by received_at, the planner may walk webhook_inbox_received
+-- from the oldest row instead, through the whole processed history.
+ORDER BY coalesce(w.next_attempt_at, w.received_at) LIMIT $2`
 
 // Published is a pending event whose message left the outbox for Kafka.
 type Published struct {
@@ -159,10 +164,15 @@ func PublishedPending(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time,
 // since it was judged lost, is left alone.
 const lostSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id
-FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) AS k(provider, source_account, environment, event_id, at)
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+     AS k(provider, source_account, environment, event_id, at, status)
 JOIN webhook_inbox w ON w.provider = k.provider AND w.source_account = k.source_account
   AND w.environment = k.environment AND w.event_id = k.event_id
-WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) = k.at
+-- The status comes from the input ('pending' for every key), not a literal:
+-- with "status = 'pending'" the planner can pick webhook_inbox_pending and
+-- read every pending row for each key; compared with a column, only the
+-- primary key fits.
+WHERE w.status = k.status AND coalesce(w.next_attempt_at, w.received_at) = k.at
 FOR UPDATE OF w SKIP LOCKED`
 
 // RequeueLost re-publishes events whose Kafka record is lost (the caller
@@ -175,11 +185,12 @@ func RequeueLost(ctx context.Context, pool *pgxpool.Pool, lost []Published) (int
 	}
 	keys := make([]Key, len(lost))
 	at := make([]time.Time, len(lost))
+	pending := make([]string, len(lost))
 	for i, l := range lost {
-		keys[i], at[i] = l.Key, l.At
+		keys[i], at[i], pending[i] = l.Key, l.At, StatusPending
 	}
 	p, a, e, id := keyColumns(keys)
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, lostSQL), "requeue", p, a, e, id, at)
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, lostSQL), "requeue", p, a, e, id, at, pending)
 	if err != nil {
 		return 0, fmt.Errorf("requeue %d lost events: %w", len(lost), err)
 	}

@@ -65,17 +65,17 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upDesc
 }
 
-// backlogSQL reads webhook_inbox_unfinished and webhook_inbox_dead only.
+// backlogSQL reads the partial index of each status only
+// (webhook_inbox_pending, webhook_inbox_retry_due, webhook_inbox_dead): one
+// equality on status per branch, so each branch's index is the only one
+// that fits. A pending event waits since it was (re-)published: received,
+// or re-enqueued by a retry, replay or requeue (next_attempt_at).
 const backlogSQL = `
-SELECT s.status, coalesce(u.n, 0), coalesce(u.age, 0)
-FROM unnest(ARRAY['pending', 'retrying']) AS s(status)
-LEFT JOIN (
-    -- a pending event waits since it was (re-)published: received, or
-    -- re-enqueued by a retry, replay or requeue (next_attempt_at)
-    SELECT status, count(*) AS n, extract(epoch FROM now() - min(
-        CASE WHEN status = 'pending' THEN coalesce(next_attempt_at, received_at) ELSE received_at END))::float8 AS age
-    FROM webhook_inbox WHERE status IN ('pending', 'retrying') GROUP BY status
-) u USING (status)
+SELECT 'pending', count(*), coalesce(extract(epoch FROM now() - min(coalesce(next_attempt_at, received_at))), 0)::float8
+FROM webhook_inbox WHERE status = 'pending'
+UNION ALL
+SELECT 'retrying', count(*), coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8
+FROM webhook_inbox WHERE status = 'retrying'
 UNION ALL
 SELECT 'dead', count(*), 0 FROM webhook_inbox WHERE status = 'dead'`
 

@@ -1,0 +1,51 @@
+package inbox
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookyard/hookyard/internal/plantest"
+	"github.com/hookyard/hookyard/pkg/dbtest"
+)
+
+// The inbox's statements that run for every event (intake) or every round
+// of the processor's and reconciler's loops (retries, requeue) read the
+// inbox through the index meant for them, on a fresh database without
+// statistics as on an analyzed one: any other plan reads a share of the
+// inbox that grows with it.
+func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	p, a, e, id := plantest.PendingKeys(40)
+	n := len(id)
+	// Intake: 40 new events and one repeat of a stored one.
+	newIDs := make([]string, n)
+	for i := range newIDs {
+		newIDs[i] = fmt.Sprintf("ev_new_%d", i)
+	}
+	newIDs[0] = plantest.EventID(1)
+	text := func(v string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	versions, payloads, raws, lastErr, occurred := make([]*int64, n), make([]*string, n), make([][]byte, n), make([]*string, n), make([]*time.Time, n)
+	intake := []any{p, a, e, newIDs, text("chargebee-dev"), text("subscription_changed"), text("subscription"), text("sub_1"),
+		versions, payloads, raws, text(StatusPending), text("chargebee/dev-site/test/subscription/sub_1"), text(`{"kind":"event"}`), lastErr, occurred, make([]*string, n)}
+	now := time.Now()
+	plantest.Run(t, s.Pool, []plantest.Case{
+		{Name: "intake", SQL: insertSQL, Args: intake,
+			Reads: []string{"webhook_inbox_pkey"}},
+		{Name: "enqueue due retries", SQL: fmt.Sprintf(enqueueSQL, dueSQL), Args: []any{"retry", now, 500},
+			Reads: []string{"webhook_inbox_pkey", "webhook_inbox_retry_due"}},
+		{Name: "find published pending events", SQL: stuckSQL, Args: []any{now.Add(-time.Minute), 500},
+			Reads: []string{"outbox_pkey", "webhook_inbox_pending"}, TinyTables: []string{"outbox_dead"}},
+		{Name: "requeue lost events", SQL: fmt.Sprintf(enqueueSQL, lostSQL), Args: []any{"requeue", p, a, e, id, make([]time.Time, n), text(StatusPending)},
+			Reads: []string{"webhook_inbox_pkey"}},
+		{Name: "replay listed events", SQL: fmt.Sprintf(enqueueSQL, replayManySQL) + replayedReturning, Args: []any{"replay", p, a, e, id},
+			Reads: []string{"webhook_inbox_pkey"}},
+	})
+}

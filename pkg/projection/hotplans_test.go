@@ -1,0 +1,30 @@
+package projection
+
+import (
+	"testing"
+
+	"github.com/hookyard/hookyard/internal/plantest"
+	"github.com/hookyard/hookyard/pkg/dbtest"
+)
+
+// The processor's projection writes find the resource by the projection's
+// primary key, whatever the statistics, and the history is only appended to.
+func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	res := []any{plantest.Provider, plantest.Account, plantest.Environment, "subscription", plantest.ResourceID(85)}
+	texts := func(v string) []string { return []string{v, v} }
+	plantest.Run(t, s.Pool, []plantest.Case{
+		{Name: "versioned write", SQL: versionedSQL,
+			Args:  append(res, int64(1_000_000), `{"status":"active"}`, "active", false, "ev_85", int64(1), true),
+			Reads: []string{"subscription_projection_pkey"}},
+		{Name: "fetched write", SQL: fetchedSQL,
+			Args:  append(res, `{"status":"active"}`, "active", false, "ev_85", int64(1), "2026-01-01T00:00:00Z"),
+			Reads: []string{"subscription_projection_pkey"}},
+		{Name: "append history", SQL: historySQL,
+			Args: []any{texts(plantest.Provider), texts(plantest.Account), texts(plantest.Environment), texts("subscription"),
+				texts("sub_1"), texts("ev_1"), texts(Applied), []*int64{nil, nil}, texts("active"), []int64{1, 1}, texts(""),
+				[]*string{nil, nil}, []bool{false, false}},
+			Reads: []string{}},
+	})
+}
