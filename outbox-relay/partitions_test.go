@@ -22,7 +22,7 @@ func topicRecords(t *testing.T, k *kafkatest.Cluster) int64 {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
 	require.NoError(t, err)
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), kafkatest.Topic)
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), k.Topic)
 	require.NoError(t, err)
 	var n int64
 	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
@@ -40,7 +40,7 @@ func TestRelayRefusesToPublishWhenTopicPartitionCountChanged(t *testing.T) {
 	ctx := context.Background()
 	s := dbtest.New(t)
 	k := kafkatest.New(t, 4)
-	require.NoError(t, fence.Register(ctx, s.Pool, kafkatest.Topic, 4))
+	require.NoError(t, fence.Register(ctx, s.Pool, k.Topic, 4))
 	reg := prometheus.NewRegistry()
 	start(t, s, k, outboxrelay.Config{Registerer: reg, PartitionCheckInterval: 50 * time.Millisecond, PollInterval: 20 * time.Millisecond})
 	fill(t, s, 100)
@@ -49,7 +49,7 @@ func TestRelayRefusesToPublishWhenTopicPartitionCountChanged(t *testing.T) {
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...))
 	require.NoError(t, err)
-	resp, err := kadm.NewClient(cl).CreatePartitions(ctx, 2, kafkatest.Topic)
+	resp, err := kadm.NewClient(cl).CreatePartitions(ctx, 2, k.Topic)
 	cl.Close()
 	require.NoError(t, err)
 	require.NoError(t, resp.Error())
@@ -64,7 +64,7 @@ func TestRelayRefusesToPublishWhenTopicPartitionCountChanged(t *testing.T) {
 	require.Equal(t, int64(100), topicRecords(t, k))
 
 	// The operator records the new count: the relay publishes again.
-	require.NoError(t, fence.Resize(ctx, s.Pool, kafkatest.Topic, 6))
+	require.NoError(t, fence.Resize(ctx, s.Pool, k.Topic, 6))
 	waitEmpty(t, s, 30*time.Second)
 	require.Equal(t, int64(200), topicRecords(t, k))
 	require.Equal(t, 0.0, metric(t, reg, "hookyard_outbox_partition_count_changed"))

@@ -10,7 +10,6 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
@@ -33,7 +32,7 @@ func TestFencedWorkerGivesPartitionBackAndItResumes(t *testing.T) {
 	require.NoError(t, err)
 	p.WaitIdle()
 
-	tok, err := fence.Take(ctx, p.Pool, kafkatest.Topic, 0, 1, "outsider")
+	tok, err := fence.Take(ctx, p.Pool, p.Kafka.Topic, 0, 1, "outsider")
 	require.NoError(t, err)
 
 	// Events keep arriving for the partition.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -54,7 +53,7 @@ VALUES ($1, $2, $3, $4, $5, 'customer.subscription.updated', $6, $7, $8::jsonb)`
 		EventType: "customer.subscription.updated", EndpointID: pipelinetest.StripeEndpoint,
 		EnqueuedAt: time.Now().UTC(), Reason: message.ReasonWebhook})
 	require.NoError(t, err)
-	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: kafkatest.Topic, Partition: part, Key: []byte(r.Key()), Value: v}).FirstErr())
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: p.Kafka.Topic, Partition: part, Key: []byte(r.Key()), Value: v}).FirstErr())
 }
 
 // Fetched writes are monotonic: a fetch that started (by the database

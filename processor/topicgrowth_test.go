@@ -12,18 +12,17 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/fence"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/processor"
 )
 
 // growTopic adds partitions to the test topic, as an admin tool or an
 // autoscaler would while everything runs.
-func growTopic(t *testing.T, brokers []string, add int) {
+func growTopic(t *testing.T, brokers []string, topicName string, add int) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	require.NoError(t, err)
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreatePartitions(context.Background(), add, kafkatest.Topic)
+	resp, err := kadm.NewClient(cl).CreatePartitions(context.Background(), add, topicName)
 	require.NoError(t, err)
 	require.NoError(t, resp.Error())
 }
@@ -70,7 +69,7 @@ func TestProcessorStopsWhenTopicGrowsUnderIt(t *testing.T) {
 	cfg.Registerer, cfg.PartitionCheckInterval = reg, 100*time.Millisecond
 	proc, done := runProcessor(t, p, cfg)
 
-	growTopic(t, p.Kafka.Brokers, 2)
+	growTopic(t, p.Kafka.Brokers, p.Kafka.Topic, 2)
 	requireStopsOnCountChange(t, proc, reg, done)
 }
 
@@ -88,10 +87,10 @@ func TestProcessorAssignedPartitionBeyondFencedCountStops(t *testing.T) {
 	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.MetadataMaxAge(200*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
 	proc, done := runProcessor(t, p, cfg)
 
-	growTopic(t, p.Kafka.Brokers, 2)
+	growTopic(t, p.Kafka.Brokers, p.Kafka.Topic, 2)
 	requireStopsOnCountChange(t, proc, reg, done)
 	var fences int
 	require.NoError(t, p.Pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM partition_fence WHERE topic = $1 AND partition >= 4`, kafkatest.Topic).Scan(&fences))
+		`SELECT count(*) FROM partition_fence WHERE topic = $1 AND partition >= 4`, p.Kafka.Topic).Scan(&fences))
 	require.Zero(t, fences, "a fence was taken on a partition the fenced count does not know")
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/internal/promread"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
@@ -119,7 +118,7 @@ func groupProgress(p *pipelinetest.Pipeline) topic.GroupProgress {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...))
 	require.NoError(p.T, err)
 	p.T.Cleanup(cl.Close)
-	return topic.GroupProgress{Client: cl, Topic: kafkatest.Topic, Group: p.ProcessorConfig("any").Group}
+	return topic.GroupProgress{Client: cl, Topic: p.Kafka.Topic, Group: p.ProcessorConfig("any").Group}
 }
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {

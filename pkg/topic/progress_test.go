@@ -18,7 +18,7 @@ import (
 func TestPartitionOfIsWhereTheDefaultProducerPutsAKey(t *testing.T) {
 	t.Parallel()
 	kc := kafkatest.New(t, 8)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kafkatest.Topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...), kgo.DefaultProduceTopic(kc.Topic))
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	ctx := context.Background()
@@ -28,7 +28,7 @@ func TestPartitionOfIsWhereTheDefaultProducerPutsAKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, r.Partition, topic.PartitionOf(key, 8), key)
 	}
-	p, err := topic.GroupProgress{Client: cl, Topic: kafkatest.Topic, Group: "nobody"}.Progress(ctx)
+	p, err := topic.GroupProgress{Client: cl, Topic: kc.Topic, Group: kc.Group}.Progress(ctx)
 	require.NoError(t, err)
 	require.Len(t, p, 8)
 	var end int64
