@@ -162,3 +162,12 @@ type Event struct {
 type Verifier interface {
 	Verify(ep *Endpoint, h http.Header, body []byte, now time.Time) (Event, error)
 }
+
+// Identifier reads the identity of an event whose authenticity is already
+// established, exactly as Verify reads a verified delivery's: the events a
+// provider's API lists (to the endpoint's own credentials) are ingested with
+// it, so a later delivery of the same event is a duplicate. Like Verify it
+// never takes account or environment from the body.
+type Identifier interface {
+	Identify(ep *Endpoint, body []byte, now time.Time) (Event, error)
+}
