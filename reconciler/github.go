@@ -26,4 +26,6 @@ func (g GitHubHook) ListDeliveries(ctx context.Context, cursor string, limit int
 }
 
 // Redeliver implements HookDeliveries.
-func (g GitHubHook) Redeliver(ctx context.Context, id int64) error { return g.Client.Redeliver(ctx, id) }
+func (g GitHubHook) Redeliver(ctx context.Context, id int64) error {
+	return g.Client.Redeliver(ctx, id)
+}
