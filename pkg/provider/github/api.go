@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookyard/hookyard/internal/apiguard"
+	"github.com/hookyard/hookyard/pkg/provider"
 )
 
 // Defaults of APIConfig.
@@ -44,22 +45,11 @@ var (
 )
 
 // Hook names one configured webhook whose deliveries can be listed and
-// redelivered: a repository's (Repo "owner/name") or an organization's
-// (Org) hook HookID.
-type Hook struct {
-	// Repo is "owner/name" of a repository hook.
-	Repo string `yaml:"repo"`
-	// Org is the login of an organization hook's organization.
-	Org string `yaml:"org"`
-	// HookID is the hook's id (Settings → Webhooks, the number in its URL).
-	HookID int64 `yaml:"hook_id"`
-	// Token is sent as the bearer token; it needs read and write access to
-	// the hook (admin:repo_hook / admin:org_hook), e.g. "${GITHUB_TOKEN}".
-	Token string `yaml:"token"`
-}
+// redelivered (the endpoint's github_hook).
+type Hook = provider.GitHubHook
 
-// Path is the hook's deliveries collection under the API root.
-func (h Hook) Path() (string, error) {
+// HookPath is the hook's deliveries collection under the API root.
+func HookPath(h Hook) (string, error) {
 	switch {
 	case h.HookID <= 0:
 		return "", errors.New("github hook: hook_id is required")
@@ -117,7 +107,7 @@ type Client struct {
 
 // NewClient returns a client of hook.
 func NewClient(cfg APIConfig, hook Hook, log *slog.Logger) (*Client, error) {
-	path, err := hook.Path()
+	path, err := HookPath(hook)
 	if err != nil {
 		return nil, err
 	}
