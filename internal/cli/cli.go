@@ -60,13 +60,17 @@ Operations:
   parked list [-provider P] [-account A] [-environment E] [-limit N]
                                            projections parked for reconciliation (version gap, conflict,
                                            unordered) with why, since when and the last check sent
+  reconcile [-provider P] [-account A] [-environment E]
+                                           run one reconcile round now over the selected sources and print
+                                           per source the listings walked, checks, divergences, events
+                                           ingested, redeliveries asked, errors, and the checkpoints
   purge [-older-than 720h]                 drop payloads of finished events, keep their identities
                                            (default: retention.payload_age; the reconciler also purges)
   fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
 
 Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
-METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints without
+METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, GITHUB_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints without
 their own api_key), HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
 `
 
@@ -129,7 +133,7 @@ func envOr(k, def string) string {
 func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) error {
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
-	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked":
+	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "reconcile":
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
@@ -220,6 +224,8 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return printJSON(stdout, map[string]any{"events": rows})
 	case "explain":
 		return explainCmd(ctx, e, args, stdout)
+	case "reconcile":
+		return reconcileCmd(ctx, e, args, stdout, stripeBase)
 	case "replay":
 		return replay(ctx, e, args, stdout)
 	case "dead":

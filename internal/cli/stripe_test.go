@@ -38,7 +38,7 @@ endpoints:
 	sim.PutFor(stripesim.DevAccount, stripesim.Subscription{ID: "sub_d", Status: "trialing"})
 
 	e := &env{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-	sources, err := e.stripeSources(srv.URL)
+	sources, err := e.reconcileSources(srv.URL)
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, s := range sources {

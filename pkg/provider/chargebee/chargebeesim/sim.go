@@ -237,9 +237,13 @@ func (s *Sim) listEvents(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	all := slices.Clone(s.log)
 	s.mu.Unlock()
-	order := func(a, b logged) int { return cmp.Or(cmp.Compare(a.occurredAt, b.occurredAt), cmp.Compare(a.seq, b.seq)) }
+	order := func(a, b logged) int {
+		return cmp.Or(cmp.Compare(a.occurredAt, b.occurredAt), cmp.Compare(a.seq, b.seq))
+	}
 	if !asc {
-		order = func(a, b logged) int { return cmp.Or(cmp.Compare(b.occurredAt, a.occurredAt), cmp.Compare(b.seq, a.seq)) }
+		order = func(a, b logged) int {
+			return cmp.Or(cmp.Compare(b.occurredAt, a.occurredAt), cmp.Compare(b.seq, a.seq))
+		}
 	}
 	slices.SortFunc(all, order)
 	list := []map[string]json.RawMessage{}
