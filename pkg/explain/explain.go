@@ -76,6 +76,8 @@ type Timeline struct {
 	Entries []Entry `json:"timeline"`
 	// Truncated: older entries exist than the ones shown.
 	Truncated bool `json:"truncated"`
+	// Divergences the reconciler recorded, newest first.
+	Divergences []Divergence `json:"divergences"`
 }
 
 // Entry is one line of a timeline.
@@ -147,6 +149,9 @@ func Build(ctx context.Context, pool *pgxpool.Pool, r message.Resource, opts Opt
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	t.Entries, t.Truncated = merge(events, hist, opts.Limit)
+	if t.Divergences, err = readDivergences(ctx, pool, r, opts.Limit); err != nil {
+		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
+	}
 	return t, nil
 }
 
