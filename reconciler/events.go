@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripeapi"
 )
 
 // ListedEvent is one event of a provider's events list: the same document
@@ -56,6 +57,13 @@ const maxIdentityLen = 512
 // delivery later is a duplicate, and one already received is one now.
 func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport) error {
 	lr := rep.listing(ListingEvents)
+	if s.Endpoint == nil || s.Identify == nil {
+		lr.Error = "no endpoint or identity reader to ingest events under"
+		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
+	}
+	// Stripe reads share the account's quota with the processor's fetches,
+	// inside the smaller background share.
+	ctx = stripeapi.Background(ctx)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingEvents)
 	if err != nil {
 		return err

@@ -31,11 +31,14 @@ func (e *env) reconcileSources(stripeBase string) ([]reconciler.Source, error) {
 	var sources []reconciler.Source
 	for i := range e.cfg.Endpoints {
 		ep := &e.cfg.Endpoints[i]
+		if sourceListed(sources, ep) {
+			continue // endpoints sharing a provider, account and environment are one source, one checkpoint
+		}
 		switch ep.Provider {
 		case provider.Stripe:
 			a, ok := accts.For(ep.SourceAccount, ep.Environment)
-			if !ok || sourceListed(sources, ep) {
-				continue // endpoints sharing a scope are one source
+			if !ok {
+				continue
 			}
 			sources = append(sources, reconciler.Source{Provider: provider.Stripe, SourceAccount: ep.SourceAccount,
 				Environment: ep.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,

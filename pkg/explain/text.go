@@ -65,7 +65,7 @@ func (t Timeline) WriteText(w io.Writer) error {
 		if d.ProjectionSaid != nil {
 			said = *d.ProjectionSaid
 		}
-		fmt.Fprintf(tw, "divergence	%s: projection said %s, provider said %s · first seen %s · %s\n",
+		fmt.Fprintf(tw, "divergence\t%s: projection said %s, provider said %s · first seen %s · %s\n",
 			d.Kind, said, d.ProviderSaid, ts(d.FirstSeenAt), state)
 	}
 	if err := tw.Flush(); err != nil {
