@@ -61,6 +61,12 @@ func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport
 		lr.Error = "no endpoint or identity reader to ingest events under"
 		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
 	}
+	if ep := s.Endpoint; ep.Provider != s.Provider || ep.SourceAccount != s.SourceAccount || ep.Environment != s.Environment {
+		// Events are stored under the endpoint's identity; a source that
+		// names another would read one account and file it as another.
+		lr.Error = fmt.Sprintf("endpoint %q is %s/%s/%s, not the source's", ep.ID, ep.Provider, ep.SourceAccount, ep.Environment)
+		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
+	}
 	// Stripe reads share the account's quota with the processor's fetches,
 	// inside the smaller background share.
 	ctx = stripeapi.Background(ctx)

@@ -94,3 +94,43 @@ func TestFirstEventsScanStartsAtTheOverlapNotThirtyDaysBack(t *testing.T) {
 	require.NotNil(t, cp.HighWater)
 	require.WithinDuration(t, time.Now().Add(-time.Minute), *cp.HighWater, 5*time.Second)
 }
+
+// The events scan asks Stripe only for the types the endpoint accepts
+// (types[] when its allow-list names at most 20 exact types) and ingests
+// nothing else; with wildcards it lists every type and keeps what the
+// allow-list admits. Fails if the scan ingests events the endpoint would
+// have refused as deliveries.
+func TestEventsScanIngestsOnlyTypesTheEndpointAccepts(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"invoice.paid"}, reconciler.StripeEventTypes([]string{"invoice.paid"}))
+	require.Nil(t, reconciler.StripeEventTypes([]string{"customer.subscription.*", "invoice.paid"}), "no wildcards in types[]")
+	require.Nil(t, reconciler.StripeEventTypes(nil))
+
+	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
+	ctx := context.Background()
+	p.Sim.Emit("invoice.paid", stripesim.Invoice{ID: "in_1", Object: "invoice", Subscription: "sub_1"})
+	p.Sim.Emit("customer.subscription.updated", stripesim.Subscription{ID: "sub_1", Object: "subscription", Status: "active"})
+	p.Sim.Emit("charge.succeeded", map[string]any{"id": "ch_1", "object": "charge"})
+	for _, allowed := range [][]string{{"invoice.paid"}, {"invoice.*"}} {
+		ep := p.Endpoints[0]
+		ep.EventTypes = allowed
+		src := stripeEventsSource(p)
+		src.Endpoint = &ep
+		_, err := p.Pool.Exec(ctx, `DELETE FROM reconcile_checkpoint`) // each allow-list walks from the start
+		require.NoError(t, err)
+		src.Events = reconciler.StripeEvents{Client: p.Stripe, Types: reconciler.StripeEventTypes(allowed)}
+		r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
+		_, err = r.Round(ctx, reconciler.Filter{})
+		require.NoError(t, err)
+		var types []string
+		rows, err := p.Pool.Query(ctx, `SELECT event_type FROM webhook_inbox ORDER BY event_type`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			types = append(types, s)
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, []string{"invoice.paid"}, types, "allow-list %v", allowed)
+	}
+}
