@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -45,8 +46,8 @@ func TestReconcilerFindsCancellationWhoseWebhookNeverArrived(t *testing.T) {
 // resource (or one asked without status=all) would.
 type emptyLister struct{}
 
-func (emptyLister) List(context.Context, string, string, string, int) ([]string, []string, bool, error) {
-	return nil, nil, false, nil
+func (emptyLister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
+	return nil, false, nil
 }
 
 // Projections not observed for StaleAfter are re-checked from the database,

@@ -11,11 +11,22 @@
 // finds when the processor fetches the resource is recorded in
 // projection_history and shown by `hookyard explain`.
 //
-// A round is a sequence of independent steps (purge, requeue, parked, one
-// listing per source): a step that fails is logged and counted
+// A round is a sequence of independent steps (purge, requeue, parked, and
+// per source its listings): a step that fails is logged and counted
 // (hookyard_reconciler_step_failures_total{step}) and the others still run,
 // so one bad row or one provider outage never stops the recovery work of
 // the rest.
+//
+// Each source (an endpoint) is walked by up to three listings, each with a
+// checkpoint in reconcile_checkpoint: its resources (Stripe subscriptions,
+// status=all), its events (Stripe GET /v1/events, Chargebee GET
+// /api/v2/events: events whose webhook never came are ingested through
+// intake under their own identity, as if delivered), and for GitHub the
+// hook's deliveries (a failed one is redelivered: GitHub never redelivers by
+// itself). A walk stopped by a 429, an outage or a restart keeps its cursor
+// and resumes there; only a walk that reached its end is recorded complete.
+// Every divergence is a row of reconcile_divergence, counted once while it
+// lasts.
 package reconciler
 
 import (
@@ -31,6 +42,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -43,6 +56,8 @@ const (
 	MaxStaleDefault   = 10000
 	// ParkedRecheckDefault is the default of Config.ParkedRecheck.
 	ParkedRecheckDefault = 15 * time.Minute
+	// OverlapDefault is the default of Config.Overlap.
+	OverlapDefault = 10 * time.Minute
 )
 
 // Steps of a round, as hookyard_reconciler_step_failures_total labels them.
@@ -51,6 +66,10 @@ const (
 	StepRequeue = "requeue"
 	StepParked  = "parked"
 	StepList    = "list"
+	// StepEvents is a source's events scan.
+	StepEvents = "events"
+	// StepDeliveries is a source's hook deliveries walk.
+	StepDeliveries = "deliveries"
 )
 
 // Progress reads how far the processors' consumer group got on each
@@ -62,15 +81,17 @@ type Progress interface {
 // Lister pages through a provider's resources. It must list every resource
 // whatever its state: a list that leaves finished ones out (Stripe's
 // subscriptions without status=all) hides exactly the cancellations whose
-// webhook was lost.
+// webhook was lost. *stripeapi.Client is one.
 type Lister interface {
-	// List returns one page after startingAfter ("" first): ids, and each
-	// one's status (statuses[i] is ids[i]'s; nil or "" when the lister
-	// cannot say).
-	List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids, statuses []string, hasMore bool, err error)
+	// ListObjects returns one page after startingAfter ("" first): each
+	// resource's id and, when the lister can say, its status,
+	// cancel-at-period-end and deletion.
+	ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]stripeapi.Listed, bool, error)
 }
 
-// Source is one provider account whose resources are listed.
+// Source is one endpoint whose provider data is reconciled: its resources
+// listed (Lister), its events scanned (Events), its hook's deliveries
+// walked (Hooks); any of them may be nil.
 type Source struct {
 	Provider      string
 	SourceAccount string
@@ -79,13 +100,37 @@ type Source struct {
 	// APIAccount is sent to the provider API as the account to act for
 	// (Stripe-Account), or "" for the API key's own account.
 	APIAccount string
-	// Lister reads the account with the source's own credentials.
+	// Lister reads the account with the source's own credentials. Nil: the
+	// source's resources are not listed (its stale projections still are
+	// re-checked when ResourceType is set).
 	Lister Lister
 	// Terminal are the statuses the provider never moves a resource out of
 	// (Stripe: canceled, incomplete_expired). A stale projection in one of
 	// them, or deleted, is not re-checked. Defaults to none: only deleted
 	// projections are terminal.
 	Terminal []string
+	// Endpoint is the endpoint listed events are ingested under: its id,
+	// account, environment and allow-list. Required with Events.
+	Endpoint *provider.Endpoint
+	// Events lists the provider's events; nil: no events scan.
+	Events EventLister
+	// Identify reads a listed event's identity exactly as the endpoint's
+	// adapter reads a delivery's. Required with Events.
+	Identify provider.Identifier
+	// Hooks lists a hook's deliveries and asks for redeliveries (GitHub);
+	// nil: none.
+	Hooks HookDeliveries
+}
+
+// Name identifies the source in reconcile_checkpoint and reports:
+// provider/account/environment.
+func (s Source) Name() string { return s.Provider + "/" + s.SourceAccount + "/" + s.Environment }
+
+func (s Source) terminal() []string {
+	if s.Terminal == nil {
+		return []string{}
+	}
+	return s.Terminal
 }
 
 // Config configures a reconciler.
@@ -124,6 +169,12 @@ type Config struct {
 	// ParkedRecheck is how often a parked projection of a FetchProviders
 	// provider is checked again. Defaults to ParkedRecheckDefault.
 	ParkedRecheck time.Duration
+	// Overlap is how far before the last complete walk's newest event an
+	// events or deliveries walk starts again, so an event that became
+	// visible late is still seen. Defaults to OverlapDefault.
+	Overlap time.Duration
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
 	// PayloadRetention: each round drops the payloads of finished events
 	// received longer ago than this (inbox.PurgePayloads). Zero keeps them.
 	PayloadRetention time.Duration
@@ -133,14 +184,16 @@ type Config struct {
 
 // Reconciler enqueues checks.
 type Reconciler struct {
-	pool        *pgxpool.Pool
-	log         *slog.Logger
-	cfg         Config
-	enqueued    *prometheus.CounterVec
-	divergences *prometheus.CounterVec
-	purged      prometheus.Counter
-	stepFails   *prometheus.CounterVec
-	waiting     prometheus.Gauge
+	pool         *pgxpool.Pool
+	log          *slog.Logger
+	cfg          Config
+	enqueued     *prometheus.CounterVec
+	divergences  *prometheus.CounterVec
+	purged       prometheus.Counter
+	stepFails    *prometheus.CounterVec
+	waiting      prometheus.Gauge
+	ingested     *prometheus.CounterVec
+	redeliveries *prometheus.CounterVec
 
 	// marks remembers, for each published pending event of the last round,
 	// its partition's high watermark when it was first seen published: its
@@ -163,6 +216,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, StuckAfterDefault)
 	cfg.MaxStale = cmp.Or(cfg.MaxStale, MaxStaleDefault)
 	cfg.ParkedRecheck = cmp.Or(cfg.ParkedRecheck, ParkedRecheckDefault)
+	cfg.Overlap = cmp.Or(cfg.Overlap, OverlapDefault)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
@@ -170,7 +227,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_checks_enqueued_total",
 			Help: "Messages enqueued, by reason (listed: missing projection or another status than the provider lists; stale: not observed for stale_after and not terminal; parked; stuck)."}, []string{"reason"}),
 		divergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_divergences_total",
-			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status: the provider lists another status than the projection's; parked: a projection was parked — version gap, conflict, unordered — counted once per parking). Each one is sent as a check."},
+			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check."},
 			[]string{"provider", "kind"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_inbox_payloads_purged_total",
 			Help: "Finished events whose payload the retention purge dropped (identity and decision stay)."}),
@@ -178,8 +235,12 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 			Help: "Reconcile round steps that failed (purge, requeue, parked, list); the round's other steps still ran."}, []string{"step"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_reconciler_published_pending_events",
 			Help: "Pending events past the stuck age whose message is in Kafka and not yet read past by the processors' group: slow, not (yet) lost, as of the last round."}),
+		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_events_ingested_total",
+			Help: "Events found by an events scan that no delivery had brought, ingested as if delivered, by provider."}, []string{"provider"}),
+		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_redeliveries_total",
+			Help: "Redeliveries asked of the provider for deliveries that never got a 2xx (GitHub), by provider."}, []string{"provider"}),
 		marks: map[inbox.Key]mark{}}
-	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting)
+	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting, r.ingested, r.redeliveries)
 	return r
 }
 
@@ -188,7 +249,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := r.Round(ctx, Filter{}); err != nil && ctx.Err() == nil {
 			// Each failed step was logged with its name; this is the summary.
 			r.log.DebugContext(ctx, "reconcile round had failed steps", slog.String("error", err.Error()))
 		}
@@ -210,27 +271,6 @@ const checkColumns = `concat_ws('/', provider, source_account, environment, reso
 // a resource once.
 const staleSQL = `(p.observed_at <= now() - make_interval(secs => $5::float8)
     AND NOT p.deleted AND NOT p.needs_reconcile AND NOT coalesce(p.status = ANY($6::text[]), false))`
-
-// enqueueListedSQL checks each listed resource whose projection is missing,
-// or says another status than the list (a cancellation whose webhook was
-// lost, seen only with status=all), unless the stale or the parked step
-// checks it this round. It says how many it checked and how many of them had
-// no projection at all.
-const enqueueListedSQL = `
-WITH l AS (
-    SELECT $1::text AS provider, $2::text AS source_account, $3::text AS environment, $4::text AS resource_type,
-           k.id AS resource_id, p.observed_at IS NULL AS missing
-    FROM unnest($7::text[], $8::text[]) AS k(id, status)
-    LEFT JOIN subscription_projection p
-      ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = k.id
-    WHERE p.observed_at IS NULL
-       OR (k.status <> '' AND p.status IS DISTINCT FROM k.status AND NOT p.deleted AND NOT p.needs_reconcile
-           AND NOT ` + staleSQL + `)
-), ins AS (
-    INSERT INTO outbox (message_key, message)
-    SELECT ` + checkColumns + ` FROM l
-)
-SELECT count(*), count(*) FILTER (WHERE missing) FROM l`
 
 // enqueueStaleSQL checks a source's projections not observed for the stale
 // age that are not terminal, oldest first, from the database: the
@@ -259,9 +299,11 @@ SELECT count(*) FROM due`
 // resource counts as one divergence, not one per round.
 const enqueueParkedSQL = `
 WITH due AS (
-    SELECT provider, source_account, environment, resource_type, resource_id, reconcile_checked_at IS NULL AS first
+    SELECT provider, source_account, environment, resource_type, resource_id, reconcile_checked_at IS NULL AS first,
+           status, deleted, needs_reconcile_reason
     FROM subscription_projection
     WHERE needs_reconcile
+      AND ($3 = '' OR provider = $3) AND ($4 = '' OR source_account = $4) AND ($5 = '' OR environment = $5)
       AND (reconcile_checked_at IS NULL
            OR (provider = ANY($1::text[]) AND reconcile_checked_at <= now() - make_interval(secs => $2::float8)))
     FOR UPDATE SKIP LOCKED
@@ -273,90 +315,134 @@ WITH due AS (
 ), ins AS (
     INSERT INTO outbox (message_key, message)
     SELECT ` + checkColumns + ` FROM due
+), div AS (
+    INSERT INTO reconcile_divergence (provider, source_account, environment, resource_type, resource_id, kind, projection_says, provider_says)
+    SELECT provider, source_account, environment, resource_type, resource_id, 'parked',
+           CASE WHEN deleted THEN 'deleted' ELSE status END, coalesce(needs_reconcile_reason, 'parked')
+    FROM due WHERE first
+    ON CONFLICT (provider, source_account, environment, resource_type, resource_id, kind, provider_says) WHERE resolved_at IS NULL
+    DO UPDATE SET last_seen_at = now()
 )
 SELECT provider, count(*), count(*) FILTER (WHERE first) FROM due GROUP BY provider`
 
-// RunOnce runs one round and returns the checks and events it enqueued.
-// Each step runs whatever became of the others; the error joins the steps
-// that failed.
+// resolveUnparkedSQL closes the parked divergences of projections no
+// longer parked (a newer version or a check resolved them).
+const resolveUnparkedSQL = `
+UPDATE reconcile_divergence d SET resolved_at = now()
+WHERE d.kind = 'parked' AND d.resolved_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM subscription_projection p
+                  WHERE p.provider = d.provider AND p.source_account = d.source_account AND p.environment = d.environment
+                    AND p.resource_type = d.resource_type AND p.resource_id = d.resource_id AND p.needs_reconcile)`
+
+// RunOnce runs one round over every source and returns the checks and
+// events it enqueued. Each step runs whatever became of the others; the
+// error joins the steps that failed.
 func (r *Reconciler) RunOnce(ctx context.Context) (int64, error) {
-	var total int64
+	rep, err := r.Round(ctx, Filter{})
+	return rep.Enqueued, err
+}
+
+// Round runs one round over the sources f selects and says what it found.
+// A filtered round (an operator's `hookyard reconcile -provider P`) leaves
+// out the steps that are not about a source (purge, lost-event requeue);
+// the parked step checks the selected providers' parked projections.
+func (r *Reconciler) Round(ctx context.Context, f Filter) (Report, error) {
+	rep := Report{StartedAt: r.now()}
 	var errs []error
 	step := func(name string, run func(context.Context) (int64, error)) {
 		n, err := run(ctx)
-		total += n
+		rep.Enqueued += n
 		if err != nil {
 			r.stepFails.WithLabelValues(name).Inc()
 			if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "reconcile step failed", slog.String("step", name), slog.String("error", err.Error()))
 			}
-			errs = append(errs, fmt.Errorf("reconcile %s: %w", name, err))
+			err = fmt.Errorf("reconcile %s: %w", name, err)
+			rep.Errors = append(rep.Errors, err.Error())
+			errs = append(errs, err)
 		}
 	}
-	if r.cfg.PayloadRetention > 0 {
-		step(StepPurge, func(ctx context.Context) (int64, error) {
-			n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
-			r.purged.Add(float64(n))
-			return 0, err
+	if f.empty() {
+		if r.cfg.PayloadRetention > 0 {
+			step(StepPurge, func(ctx context.Context) (int64, error) {
+				n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
+				r.purged.Add(float64(n))
+				return 0, err
+			})
+		}
+		step(StepRequeue, func(ctx context.Context) (int64, error) {
+			n, err := r.requeueLost(ctx)
+			rep.Requeued += n
+			return n, err
 		})
 	}
-	step(StepRequeue, r.requeueLost)
-	step(StepParked, r.enqueueParked)
+	step(StepParked, func(ctx context.Context) (int64, error) {
+		n, err := r.enqueueParked(ctx, f)
+		rep.Parked += n
+		return n, err
+	})
 	for _, s := range r.cfg.Sources {
-		step(StepList, func(ctx context.Context) (int64, error) { return r.reconcileSource(ctx, s) })
+		if !f.selects(s) {
+			continue
+		}
+		sr := &SourceReport{Source: s.Name(), Provider: s.Provider, SourceAccount: s.SourceAccount, Environment: s.Environment}
+		if s.ResourceType != "" {
+			step(StepList, func(ctx context.Context) (int64, error) {
+				before := sr.Checks
+				err := r.reconcileSource(ctx, s, sr)
+				if err != nil {
+					sr.Errors = append(sr.Errors, err.Error())
+				}
+				return sr.Checks - before, err
+			})
+		}
+		if s.Events != nil {
+			step(StepEvents, func(ctx context.Context) (int64, error) {
+				before := sr.EventsIngested
+				err := r.scanEvents(ctx, s, sr)
+				if err != nil {
+					sr.Errors = append(sr.Errors, err.Error())
+				}
+				return sr.EventsIngested - before, err
+			})
+		}
+		if s.Hooks != nil {
+			step(StepDeliveries, func(ctx context.Context) (int64, error) {
+				err := r.redeliverLost(ctx, s, sr)
+				if err != nil {
+					sr.Errors = append(sr.Errors, err.Error())
+				}
+				return 0, err
+			})
+		}
+		rep.Sources = append(rep.Sources, *sr)
 	}
-	if total > 0 {
-		r.log.InfoContext(ctx, "reconcile round", slog.Int64("enqueued", total))
+	if rep.Enqueued > 0 {
+		r.log.InfoContext(ctx, "reconcile round", slog.Int64("enqueued", rep.Enqueued))
 	}
-	return total, errors.Join(errs...)
+	return rep, errors.Join(errs...)
 }
 
-// reconcileSource checks the source's stale projections, then pages
-// through its list.
-func (r *Reconciler) reconcileSource(ctx context.Context, s Source) (int64, error) {
-	terminal := s.Terminal
-	if terminal == nil {
-		terminal = []string{}
-	}
-	stale := r.cfg.StaleAfter.Seconds()
-	var total int64
+func (r *Reconciler) now() time.Time { return r.cfg.Now() }
+
+// reconcileSource checks the source's stale projections, then walks its
+// listing from its checkpoint.
+func (r *Reconciler) reconcileSource(ctx context.Context, s Source, rep *SourceReport) error {
+	var stale int64
 	if err := r.pool.QueryRow(ctx, enqueueStaleSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
-		stale, terminal, r.cfg.MaxStale).Scan(&total); err != nil {
-		return 0, fmt.Errorf("enqueue stale projections of %s %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
+		r.cfg.StaleAfter.Seconds(), s.terminal(), r.cfg.MaxStale).Scan(&stale); err != nil {
+		return fmt.Errorf("enqueue stale projections of %s %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
 	}
-	r.enqueued.WithLabelValues("stale").Add(float64(total))
-	after := ""
-	for {
-		ids, statuses, more, err := s.Lister.List(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
-		if err != nil {
-			return total, fmt.Errorf("list %s %s for %s/%s: %w", s.Provider, s.ResourceType, s.SourceAccount, s.Environment, err)
-		}
-		if len(ids) == 0 {
-			return total, nil
-		}
-		if len(statuses) != len(ids) {
-			statuses = make([]string, len(ids)) // the lister cannot say: missing projections only
-		}
-		var checked, missing int64
-		if err := r.pool.QueryRow(ctx, enqueueListedSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
-			stale, terminal, ids, statuses).Scan(&checked, &missing); err != nil {
-			return total, fmt.Errorf("enqueue checks: %w", err)
-		}
-		total += checked
-		r.enqueued.WithLabelValues("listed").Add(float64(checked))
-		r.divergences.WithLabelValues(s.Provider, "missing").Add(float64(missing))
-		if diverged := checked - missing; diverged > 0 {
-			r.divergences.WithLabelValues(s.Provider, "status").Add(float64(diverged))
-		}
-		if !more {
-			return total, nil
-		}
-		after = ids[len(ids)-1]
+	rep.Checks += stale
+	r.enqueued.WithLabelValues("stale").Add(float64(stale))
+	if s.Lister == nil {
+		return nil
 	}
+	return r.walkListing(ctx, s, rep)
 }
 
-func (r *Reconciler) enqueueParked(ctx context.Context) (int64, error) {
-	rows, err := r.pool.Query(ctx, enqueueParkedSQL, r.cfg.FetchProviders, r.cfg.ParkedRecheck.Seconds())
+func (r *Reconciler) enqueueParked(ctx context.Context, f Filter) (int64, error) {
+	rows, err := r.pool.Query(ctx, enqueueParkedSQL, r.cfg.FetchProviders, r.cfg.ParkedRecheck.Seconds(), f.Provider, f.SourceAccount, f.Environment)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue parked resources: %w", err)
 	}
@@ -375,6 +461,9 @@ func (r *Reconciler) enqueueParked(ctx context.Context) (int64, error) {
 		return total, fmt.Errorf("enqueue parked resources: %w", err)
 	}
 	r.enqueued.WithLabelValues("parked").Add(float64(total))
+	if _, err := r.pool.Exec(ctx, resolveUnparkedSQL); err != nil {
+		return total, fmt.Errorf("resolve unparked divergences: %w", err)
+	}
 	return total, nil
 }
 

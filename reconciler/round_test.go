@@ -13,6 +13,7 @@ import (
 	"github.com/hookyard/hookyard/internal/promread"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -100,14 +101,18 @@ func TestReconcilerRepublishesOnlyLostEventsNotSlowOnes(t *testing.T) {
 
 type failingLister struct{}
 
-func (failingLister) List(context.Context, string, string, string, int) ([]string, []string, bool, error) {
-	return nil, nil, false, errors.New("provider answered 500")
+func (failingLister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
+	return nil, false, errors.New("provider answered 500")
 }
 
 type fixedLister []string
 
-func (l fixedLister) List(context.Context, string, string, string, int) ([]string, []string, bool, error) {
-	return l, nil, false, nil
+func (l fixedLister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
+	out := make([]stripeapi.Listed, len(l))
+	for i, id := range l {
+		out[i].ID = id
+	}
+	return out, false, nil
 }
 
 // One bad row never stops a round: payload times no conversion can hold

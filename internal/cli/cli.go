@@ -64,6 +64,10 @@ Operations:
   parked list [-provider P] [-account A] [-environment E] [-limit N]
                                            projections parked for reconciliation (version gap, conflict,
                                            unordered) with why, since when and the last check sent
+  reconcile [-provider P] [-account A] [-environment E]
+                                           run one reconcile round now over the selected sources and print
+                                           per source the listings walked, checks, divergences, events
+                                           ingested, redeliveries asked, errors, and the checkpoints
   purge [-older-than 720h]                 drop payloads of finished events, keep their identities
                                            (default: retention.payload_age; the reconciler also purges)
   actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]
@@ -77,8 +81,9 @@ Operations:
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
 
 Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
-METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints without
-their own api_key), RECEIPT_WEBHOOK_URL (where receipts are POSTed), HOOKYARD_CONFIG (default hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
+METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, GITHUB_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints
+without their own api_key), RECEIPT_WEBHOOK_URL (where receipts are POSTed), HOOKYARD_CONFIG (default
+hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
 `
 
 // Main runs the binary and returns its exit code.
@@ -140,7 +145,7 @@ func envOr(k, def string) string {
 func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) (retErr error) {
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
-	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "actions":
+	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "actions", "reconcile":
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
@@ -259,6 +264,8 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return printJSON(stdout, map[string]any{"events": rows})
 	case "explain":
 		return explainCmd(ctx, e, args, stdout)
+	case "reconcile":
+		return reconcileCmd(ctx, e, args, stdout, stripeBase)
 	case "replay":
 		return replay(ctx, e, args, stdout)
 	case "dead":

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,8 @@ import (
 	"github.com/hookyard/hookyard/pkg/opsapi"
 	"github.com/hookyard/hookyard/pkg/opsmetrics"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
+	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
@@ -67,6 +70,12 @@ type env struct {
 	accountsOnce sync.Once
 	accounts     *stripeapi.Accounts
 	accountsErr  error
+
+	// githubBase and devSites point the reconciler's GitHub and Chargebee
+	// sources at `hookyard dev`'s simulators (devSites by endpoint id) when
+	// GITHUB_API_BASE or an endpoint's site is unset.
+	githubBase string
+	devSites   map[string]string
 }
 
 func newRegistry() *prometheus.Registry {
@@ -129,7 +138,12 @@ func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 // every endpoint of a process, so the first call's is kept.
 func (e *env) stripeAccounts(base string) (*stripeapi.Accounts, error) {
 	e.accountsOnce.Do(func() {
-		e.accounts, e.accountsErr = stripeapi.NewAccounts(stripeapi.Config{BaseURL: base}, e.cfg.Endpoints, e.cfg.StripeAPIKey, e.log)
+		// One client per credentials, shared by the processor's fetches and
+		// the reconciler's reads in one process: one quota, one breaker. The
+		// reconciler's reads also wait on the smaller background bucket
+		// (reconciler.stripe_rate), so a round never takes the whole quota.
+		e.accounts, e.accountsErr = stripeapi.NewAccounts(stripeapi.Config{BaseURL: base, BackgroundRate: e.cfg.Reconcile.StripeRate},
+			e.cfg.Endpoints, e.cfg.StripeAPIKey, e.log)
 	})
 	return e.accounts, e.accountsErr
 }
@@ -146,35 +160,23 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}})
 }
 
-// stripeSources lists the subscriptions of each Stripe source account and
-// environment with its endpoint's own credentials.
-func (e *env) stripeSources(stripeBase string) ([]reconciler.Source, error) {
-	accts, err := e.stripeAccounts(stripeBase)
-	if err != nil {
-		return nil, err
-	}
-	var sources []reconciler.Source
-	for _, sc := range accts.Scopes() {
-		a, _ := accts.For(sc.SourceAccount, sc.Environment)
-		sources = append(sources, reconciler.Source{Provider: provider.Stripe, SourceAccount: sc.SourceAccount,
-			Environment: sc.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,
-			Terminal: stripeapi.SubscriptionTerminal})
-	}
-	return sources, nil
-}
-
 // reconciler builds the reconciler. kafka reads the processors' group
 // progress, which tells lost events from slow ones; nil re-publishes none.
 // A positive interval caps the configured one (dev reconciles every 30 s).
 func (e *env) reconciler(stripeBase string, interval time.Duration, kafka *kgo.Client) (*reconciler.Reconciler, error) {
-	sources, err := e.stripeSources(stripeBase)
+	return e.newReconciler(stripeBase, interval, kafka, e.reg)
+}
+
+// newReconciler builds a reconciler whose metrics go to reg.
+func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kgo.Client, reg *prometheus.Registry) (*reconciler.Reconciler, error) {
+	sources, err := e.reconcileSources(stripeBase)
 	if err != nil {
 		return nil, err
 	}
 	// The database-wide gauges (inbox backlog, open actions) are reported by
 	// the reconciler, a single service that does not depend on the
 	// processors being healthy: a backlog must show while they are down.
-	if err := e.reg.Register(opsmetrics.New(e.pool, e.log, opsmetrics.Config{})); err != nil {
+	if err := reg.Register(opsmetrics.New(e.pool, e.log, opsmetrics.Config{})); err != nil {
 		if !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			e.log.Warn("register database gauges", slog.String("error", err.Error()))
 		}
@@ -188,8 +190,8 @@ func (e *env) reconciler(stripeBase string, interval time.Duration, kafka *kgo.C
 		progress = topic.GroupProgress{Client: kafka, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group}
 	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
-		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter,
-		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: e.reg, Progress: progress,
+		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, PageSize: e.cfg.Reconcile.PageSize,
+		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: reg, Progress: progress,
 		// The processor has an API client for these (e.processor's Fetchers).
 		FetchProviders: []string{provider.Stripe}}), nil
 }
@@ -247,36 +249,9 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	stripeBase := e.cfg.StripeAPIBase
-	if stripeBase == "" {
-		var secret, key string
-		for _, ep := range e.cfg.Endpoints {
-			if ep.Provider == provider.Stripe && len(ep.Secrets) > 0 {
-				secret, key = ep.Secrets[0], cmp.Or(ep.APIKey, e.cfg.StripeAPIKey)
-				break
-			}
-		}
-		sim := stripesim.New(stripesim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/stripe-dev", WebhookSecret: secret})
-		if key != "" {
-			// The simulator stands in for the Stripe endpoint's account: it
-			// accepts the key the endpoint reads with (the dev default, or
-			// STRIPE_API_KEY when set).
-			sim.AddKey(key, stripesim.DevAccount)
-		}
-		ln, err := net.Listen("tcp", simAddr)
-		if err != nil {
-			return fmt.Errorf("start stripe simulator on %s: %w", simAddr, err)
-		}
-		stripeBase = "http://" + ln.Addr().String()
-		srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
-		g.Go(func() error { <-ctx.Done(); return srv.Close() })
-		g.Go(func() error {
-			e.log.InfoContext(ctx, "stripe simulator", slog.String("addr", stripeBase))
-			if err := srv.Serve(ln); err != http.ErrServerClosed {
-				return err
-			}
-			return nil
-		})
+	stripeBase, err := e.startSimulators(ctx, g, simAddr)
+	if err != nil {
+		return err
 	}
 	rcv, err := e.receiver()
 	if err != nil {
@@ -331,4 +306,85 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	err = g.Wait()
 	e.log.Info("stopped")
 	return err
+}
+
+// startSimulators serves, on simAddr, a simulator for each provider API dev
+// has no real address for: Stripe at / (unless STRIPE_API_BASE is set),
+// the GitHub hook of the first GitHub endpoint that names one at /github
+// (unless GITHUB_API_BASE is set), the Chargebee site of the first
+// Chargebee endpoint with an api_key and no site at /chargebee. It returns
+// the Stripe API base to use.
+func (e *env) startSimulators(ctx context.Context, g *errgroup.Group, simAddr string) (string, error) {
+	stripeBase := e.cfg.StripeAPIBase
+	mux := http.NewServeMux()
+	served := false
+	var stripeEP, githubEP, chargebeeEP *provider.Endpoint
+	for i := range e.cfg.Endpoints {
+		ep := &e.cfg.Endpoints[i]
+		switch {
+		case ep.Provider == provider.Stripe && stripeEP == nil && len(ep.Secrets) > 0:
+			stripeEP = ep
+		case ep.Provider == provider.GitHub && githubEP == nil && ep.GitHubHook != nil && len(ep.Secrets) > 0:
+			githubEP = ep
+		case ep.Provider == provider.Chargebee && chargebeeEP == nil && ep.APIKey != "" && ep.Site == "" && len(ep.Secrets) > 0:
+			chargebeeEP = ep
+		}
+	}
+	if stripeBase == "" {
+		var secret, key string
+		if stripeEP != nil {
+			secret, key = stripeEP.Secrets[0], cmp.Or(stripeEP.APIKey, e.cfg.StripeAPIKey)
+		}
+		sim := stripesim.New(stripesim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/stripe-dev", WebhookSecret: secret})
+		if key != "" {
+			// The simulator stands in for the Stripe endpoint's account: it
+			// accepts the key the endpoint reads with (the dev default, or
+			// STRIPE_API_KEY when set).
+			sim.AddKey(key, stripesim.DevAccount)
+		}
+		mux.Handle("/", sim)
+		served = true
+	}
+	if githubEP != nil && e.cfg.GitHubAPIBase == "" {
+		h := githubEP.GitHubHook
+		sim := githubsim.New(githubsim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/" + githubEP.ID,
+			Secret: githubEP.Secrets[0], Repo: h.Repo, Org: h.Org, HookID: h.HookID, Token: h.Token})
+		mux.Handle("/github/", http.StripPrefix("/github", sim))
+		served = true
+	}
+	if chargebeeEP != nil {
+		user, pass, _ := strings.Cut(chargebeeEP.Secrets[0], ":")
+		sim := chargebeesim.New(chargebeesim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/" + chargebeeEP.ID,
+			Username: user, Password: pass, APIKey: chargebeeEP.APIKey})
+		mux.Handle("/chargebee/", http.StripPrefix("/chargebee", sim))
+		served = true
+	}
+	if !served {
+		return stripeBase, nil
+	}
+	ln, err := net.Listen("tcp", simAddr)
+	if err != nil {
+		return "", fmt.Errorf("start provider simulators on %s: %w", simAddr, err)
+	}
+	base := "http://" + ln.Addr().String()
+	if stripeBase == "" {
+		stripeBase = base
+	}
+	if githubEP != nil && e.cfg.GitHubAPIBase == "" {
+		e.githubBase = base + "/github"
+	}
+	if chargebeeEP != nil {
+		e.devSites = map[string]string{chargebeeEP.ID: base + "/chargebee"}
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error { <-ctx.Done(); return srv.Close() })
+	g.Go(func() error {
+		e.log.InfoContext(ctx, "provider simulators", slog.String("addr", base),
+			slog.Bool("github", e.githubBase != ""), slog.Bool("chargebee", len(e.devSites) > 0))
+		if err := srv.Serve(ln); err != http.ErrServerClosed {
+			return err
+		}
+		return nil
+	})
+	return stripeBase, nil
 }

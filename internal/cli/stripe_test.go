@@ -38,15 +38,17 @@ endpoints:
 	sim.PutFor(stripesim.DevAccount, stripesim.Subscription{ID: "sub_d", Status: "trialing"})
 
 	e := &env{cfg: cfg, log: slog.New(slog.DiscardHandler)}
-	sources, err := e.stripeSources(srv.URL)
+	sources, err := e.reconcileSources(srv.URL)
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, s := range sources {
 		require.Equal(t, "subscription", s.ResourceType)
 		require.Contains(t, s.Terminal, "canceled")
-		ids, _, _, err := s.Lister.List(t.Context(), s.APIAccount, s.ResourceType, "", 10)
+		objs, _, err := s.Lister.ListObjects(t.Context(), s.APIAccount, s.ResourceType, "", 10)
 		require.NoError(t, err, s.SourceAccount)
-		got[s.SourceAccount] = ids
+		for _, o := range objs {
+			got[s.SourceAccount] = append(got[s.SourceAccount], o.ID)
+		}
 	}
 	require.Equal(t, map[string][]string{"acct_a": {"sub_a"}, "acct_c": {"sub_c"}, "acct_dev": {"sub_d"}}, got)
 }

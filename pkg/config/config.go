@@ -17,6 +17,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/github"
 	"github.com/hookyard/hookyard/pkg/stripeapi"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	MetricsAddr   string `yaml:"-"`
 	OpsToken      string `yaml:"-"`
 	StripeAPIBase string `yaml:"-"`
+	// GitHubAPIBase (GITHUB_API_BASE) is the GitHub API root the
+	// reconciler lists hook deliveries at. Defaults to empty: GitHub's
+	// (`hookyard dev`: its simulator).
+	GitHubAPIBase string `yaml:"-"`
 	// StripeAPIKey (STRIPE_API_KEY) is the API key of every Stripe endpoint
 	// that names no api_key of its own, as before endpoints could name one.
 	// Defaults to StripeAPIKeyDevDefault.
@@ -162,10 +167,30 @@ type Retention struct {
 	PayloadAge time.Duration `yaml:"payload_age"`
 }
 
-// Reconcile options.
+// Reconcile options; zero values take the reconciler's defaults.
 type Reconcile struct {
-	Interval   time.Duration `yaml:"interval"`
+	// Interval between rounds. Defaults to 5m (`hookyard dev`: at most 30s).
+	Interval time.Duration `yaml:"interval"`
+	// StaleAfter re-checks projections not observed for this long.
+	// Defaults to 24h.
 	StaleAfter time.Duration `yaml:"stale_after"`
+	// Overlap: an events or deliveries walk starts this long before the
+	// newest event the last complete walk saw. Defaults to 10m.
+	Overlap time.Duration `yaml:"overlap"`
+	// PageSize is the page size of every listing (at most 100, the
+	// providers' limit). Defaults to 100.
+	PageSize int `yaml:"page_size"`
+	// StripeRate is the calls per second the reconciler may take from each
+	// Stripe account's quota (shared with the processor's fetches, whose
+	// rate is 50/s). Defaults to a fifth of it (10/s), so live hints keep at
+	// least four fifths.
+	StripeRate float64 `yaml:"stripe_rate"`
+	// ChargebeeRate is the calls per second per Chargebee site. Defaults
+	// to 1 (Chargebee allows a test site 150 per minute).
+	ChargebeeRate float64 `yaml:"chargebee_rate"`
+	// GitHubRate is the calls per second per GitHub hook token. Defaults
+	// to 0.5 (GitHub allows 5,000 per hour).
+	GitHubRate float64 `yaml:"github_rate"`
 }
 
 // Load reads path and the environment.
@@ -230,6 +255,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	// a token of its own (CheckProduction); dev fills in OpsTokenDevDefault.
 	c.OpsToken = env("OPS_TOKEN", "")
 	c.StripeAPIBase = env("STRIPE_API_BASE", "")
+	c.GitHubAPIBase = env("GITHUB_API_BASE", "")
 	c.StripeAPIKey = env("STRIPE_API_KEY", StripeAPIKeyDevDefault)
 	c.Effects.ReceiptURL = env("RECEIPT_WEBHOOK_URL", c.Effects.ReceiptURL)
 	if b := env("KAFKA_BROKERS", ""); b != "" {
@@ -307,11 +333,21 @@ func (c *Config) validate() error {
 				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] must be \"username:password\" with both parts set (is a variable unset?)", where, j))
 			}
 		}
+		if ep.Site != "" && ep.Provider != provider.Chargebee {
+			errs = append(errs, fmt.Errorf("config: %s.site is only read for chargebee endpoints", where))
+		}
+		if ep.GitHubHook != nil {
+			if ep.Provider != provider.GitHub {
+				errs = append(errs, fmt.Errorf("config: %s.github_hook is only read for github endpoints", where))
+			} else if _, err := github.HookPath(*ep.GitHubHook); err != nil {
+				errs = append(errs, fmt.Errorf("config: %s.github_hook: %w", where, err))
+			}
+		}
 		if ep.Provider != provider.Stripe {
-			// Only Stripe endpoints have an API client; credentials elsewhere
-			// would be silently unused.
-			if ep.APIKey != "" {
-				errs = append(errs, fmt.Errorf("config: %s.api_key is only read for stripe endpoints", where))
+			// Only Stripe and Chargebee endpoints have an API client;
+			// credentials elsewhere would be silently unused.
+			if ep.APIKey != "" && ep.Provider != provider.Chargebee {
+				errs = append(errs, fmt.Errorf("config: %s.api_key is only read for stripe and chargebee endpoints", where))
 			}
 			if ep.StripeAccount != "" {
 				errs = append(errs, fmt.Errorf("config: %s.stripe_account is only read for stripe endpoints", where))
@@ -356,6 +392,15 @@ func (c *Config) validate() error {
 	}
 	if c.Effects.BatchSize < 0 || c.Effects.MaxAttempts < 0 {
 		errs = append(errs, errors.New("config: effects.batch_size and max_attempts must not be negative"))
+	}
+	if c.Reconcile.Interval < 0 || c.Reconcile.StaleAfter < 0 || c.Reconcile.Overlap < 0 {
+		errs = append(errs, errors.New("config: reconciler.interval, stale_after and overlap must not be negative"))
+	}
+	if c.Reconcile.PageSize < 0 || c.Reconcile.PageSize > 100 {
+		errs = append(errs, errors.New("config: reconciler.page_size must be between 1 and 100 (0: the default)"))
+	}
+	if c.Reconcile.StripeRate < 0 || c.Reconcile.ChargebeeRate < 0 || c.Reconcile.GitHubRate < 0 {
+		errs = append(errs, errors.New("config: reconciler.stripe_rate, chargebee_rate and github_rate must not be negative"))
 	}
 	if c.Retention.PayloadAge < 0 {
 		errs = append(errs, errors.New("config: retention.payload_age must not be negative (0 keeps payloads forever)"))

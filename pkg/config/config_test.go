@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/config"
+	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 )
 
@@ -153,11 +154,11 @@ endpoints:
     secrets: [whsec_b]
     api_key: rk_test_b
   - id: c
-    provider: chargebee
-    source_account: site
+    provider: github
+    source_account: org
     environment: test
-    secrets: ["u:p"]
-    api_key: cb_key
+    secrets: ["s"]
+    api_key: gh_key
     stripe_account: acct_x
   - id: d
     provider: stripe
@@ -187,7 +188,7 @@ func TestProductionRefusesDevDefaults(t *testing.T) {
 	require.NoError(t, err)
 	err = c.CheckProduction()
 	require.ErrorIs(t, err, config.ErrDevDefault)
-	for _, v := range []string{"OPS_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHARGEBEE_WEBHOOK_PASSWORD", "GITHUB_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET"} {
+	for _, v := range []string{"OPS_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHARGEBEE_WEBHOOK_PASSWORD", "GITHUB_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET", "GITHUB_TOKEN"} {
 		require.Contains(t, err.Error(), v)
 	}
 
@@ -197,6 +198,7 @@ func TestProductionRefusesDevDefaults(t *testing.T) {
 		"CHARGEBEE_WEBHOOK_USERNAME": "cb", "CHARGEBEE_WEBHOOK_PASSWORD": "cb-prod-password",
 		"GITHUB_WEBHOOK_SECRET":   "gh-prod",
 		"STANDARD_WEBHOOK_SECRET": "whsec_cHJvZC1zdGFuZGFyZC13ZWJob29rcy1rZXk=",
+		"GITHUB_TOKEN":            "ghp_prod",
 	}
 	c, err = config.Parse(raw, lookup(strong))
 	require.NoError(t, err)
@@ -366,4 +368,71 @@ func TestReceiptURLComesFromConfigOrEnvironmentAndIsChecked(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.CheckProduction(), "allow_http lets %s through", url)
 	}
+}
+
+// Reconcile sources are configured per endpoint, from the environment: a
+// Chargebee site and its API key, a GitHub hook and its token; settings on
+// the wrong provider, an incomplete hook, and the example's dev token
+// outside dev are refused, naming the field. Fails if the fields do not
+// load or are accepted where they would be silently unused.
+func TestReconcileSourcesComeFromEndpointsAndTheEnvironment(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse([]byte(`
+endpoints:
+  - id: cb
+    provider: chargebee
+    source_account: site
+    environment: test
+    secrets: ["u:p"]
+    api_key: ${CB_KEY}
+    site: https://site-test.chargebee.com
+  - id: gh
+    provider: github
+    source_account: org
+    environment: prod
+    secrets: [s]
+    github_hook: {repo: org/repo, hook_id: 7, token: "${GITHUB_TOKEN}"}
+reconciler:
+  overlap: 15m
+  stripe_rate: 5
+`), lookup(map[string]string{"CB_KEY": "cb_live_key", "GITHUB_TOKEN": "ghp_real"}))
+	require.NoError(t, err)
+	require.Equal(t, "cb_live_key", cfg.Endpoints[0].APIKey)
+	require.Equal(t, "https://site-test.chargebee.com", cfg.Endpoints[0].Site)
+	require.Equal(t, provider.GitHubHook{Repo: "org/repo", HookID: 7, Token: "ghp_real"}, *cfg.Endpoints[1].GitHubHook)
+	require.Equal(t, 15*time.Minute, cfg.Reconcile.Overlap)
+	require.Equal(t, 5.0, cfg.Reconcile.StripeRate)
+
+	_, err = config.Parse([]byte(`
+endpoints:
+  - id: a
+    provider: stripe
+    source_account: acct_a
+    environment: test
+    secrets: [whsec_a]
+    site: https://x.chargebee.com
+    github_hook: {repo: org/repo, hook_id: 1}
+  - id: b
+    provider: github
+    source_account: org
+    environment: prod
+    secrets: [s]
+    github_hook: {repo: org, token: t}
+`), lookup(nil))
+	require.Error(t, err)
+	for _, want := range []string{"endpoints[0].site", "endpoints[0].github_hook is only read", "endpoints[1].github_hook"} {
+		require.ErrorContains(t, err, want)
+	}
+
+	cfg, err = config.Parse([]byte(`
+endpoints:
+  - id: gh
+    provider: github
+    source_account: org
+    environment: prod
+    secrets: [s]
+    github_hook: {org: org, hook_id: 1, token: "${GITHUB_TOKEN:-ghp_hookyard_dev}"}
+`), lookup(map[string]string{"OPS_TOKEN": strings.Repeat("x", 40)}))
+	require.NoError(t, err)
+	require.ErrorContains(t, cfg.CheckProduction(), "GITHUB_TOKEN")
 }

@@ -21,6 +21,7 @@ var DevSecrets = map[string]string{
 	"hookyard-dev-password":                                  "CHARGEBEE_WEBHOOK_PASSWORD",
 	"hookyard-dev-github-secret":                             "GITHUB_WEBHOOK_SECRET",
 	"whsec_aG9va3lhcmQtZGV2LXN0YW5kYXJkLXdlYmhvb2tzLWtleQ==": "STANDARD_WEBHOOK_SECRET",
+	"ghp_hookyard_dev":                                       "GITHUB_TOKEN",
 }
 
 // ErrDevDefault is returned by CheckProduction for a setting that only
@@ -41,6 +42,12 @@ func (c *Config) CheckProduction() error {
 		errs = append(errs, fmt.Errorf("%w: OPS_TOKEN is %d bytes; it must have at least %d", ErrDevDefault, len(c.OpsToken), OpsTokenMinLen))
 	}
 	for i, ep := range c.Endpoints {
+		if h := ep.GitHubHook; h != nil {
+			if v, dev := DevSecrets[h.Token]; dev {
+				errs = append(errs, fmt.Errorf("%w: endpoints[%d].github_hook.token (endpoint %q) is the example config's dev token; set %s",
+					ErrDevDefault, i, ep.ID, v))
+			}
+		}
 		for j, s := range ep.Secrets {
 			for _, part := range append([]string{s}, strings.Split(s, ":")...) {
 				if v, dev := DevSecrets[part]; dev {

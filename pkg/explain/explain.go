@@ -87,6 +87,8 @@ type Timeline struct {
 	// Actions are the external effects about the resource, newest first
 	// (up to Limit).
 	Actions []ActionEntry `json:"actions"`
+	// Divergences the reconciler recorded, newest first.
+	Divergences []Divergence `json:"divergences"`
 }
 
 // ActionEntry is an external action and, while it is pending, why it is
@@ -176,6 +178,9 @@ func Build(ctx context.Context, pool *pgxpool.Pool, r message.Resource, opts Opt
 			e.Waiting = opts.ActionsWaiting[a.Kind]
 		}
 		t.Actions = append(t.Actions, e)
+	}
+	if t.Divergences, err = readDivergences(ctx, pool, r, opts.Limit); err != nil {
+		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	return t, nil
 }

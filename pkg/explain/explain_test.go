@@ -22,6 +22,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
+	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -65,8 +66,12 @@ func (s *scripted) Fetch(_ context.Context, r message.Resource) (processor.Fetch
 
 type lister []string
 
-func (l lister) List(context.Context, string, string, string, int) ([]string, []string, bool, error) {
-	return l, nil, false, nil
+func (l lister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
+	out := make([]stripeapi.Listed, len(l))
+	for i, id := range l {
+		out[i].ID = id
+	}
+	return out, false, nil
 }
 
 func post(t *testing.T, p *pipelinetest.Pipeline, endpoint, msgID string, at time.Time, data map[string]any, eventType string) {

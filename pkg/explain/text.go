@@ -56,6 +56,18 @@ func (t Timeline) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "access\t%s\n", line)
 	}
+	for _, d := range t.Divergences {
+		state := "open, last seen " + ts(d.LastSeenAt)
+		if d.ResolvedAt != nil {
+			state = "resolved " + ts(d.ResolvedAt.UTC())
+		}
+		said := "none"
+		if d.ProjectionSaid != nil {
+			said = *d.ProjectionSaid
+		}
+		fmt.Fprintf(tw, "divergence\t%s: projection said %s, provider said %s · first seen %s · %s\n",
+			d.Kind, said, d.ProviderSaid, ts(d.FirstSeenAt), state)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -75,9 +75,19 @@ type Endpoint struct {
 	// endpoints (dot-separated JSON paths).
 	Paths Paths `yaml:"paths"`
 	// APIKey is the secret key the processor and the reconciler read this
-	// endpoint's resources with (Stripe only), e.g.
-	// "${STRIPE_API_KEY_ACCT_X}". Defaults to the global STRIPE_API_KEY.
+	// endpoint's resources with, e.g. "${STRIPE_API_KEY_ACCT_X}". Stripe:
+	// defaults to the global STRIPE_API_KEY. Chargebee: the site's API key
+	// the reconciler lists events with (with Site); defaults to none, no
+	// events scan.
 	APIKey string `yaml:"api_key"`
+	// Site is a Chargebee site's API base URL, e.g.
+	// "https://acme-test.chargebee.com" (Chargebee only). Defaults to
+	// empty: no events scan (in `hookyard dev`, its simulator).
+	Site string `yaml:"site"`
+	// GitHubHook names the GitHub webhook that delivers to this endpoint
+	// (GitHub only), so the reconciler can list its deliveries and ask for
+	// the failed ones again. Defaults to none.
+	GitHubHook *GitHubHook `yaml:"github_hook"`
 	// StripeAccount is the connected account the API calls act for
 	// (Stripe Connect: sent as Stripe-Account), usually equal to
 	// SourceAccount. Defaults to empty: the API key's own account.
@@ -161,4 +171,27 @@ type Event struct {
 // Verifier verifies one delivery for an endpoint and reads its event.
 type Verifier interface {
 	Verify(ep *Endpoint, h http.Header, body []byte, now time.Time) (Event, error)
+}
+
+// Identifier reads the identity of an event whose authenticity is already
+// established, exactly as Verify reads a verified delivery's: the events a
+// provider's API lists (to the endpoint's own credentials) are ingested with
+// it, so a later delivery of the same event is a duplicate. Like Verify it
+// never takes account or environment from the body.
+type Identifier interface {
+	Identify(ep *Endpoint, body []byte, now time.Time) (Event, error)
+}
+
+// GitHubHook names one GitHub webhook: a repository's (Repo "owner/name")
+// or an organization's (Org) hook HookID.
+type GitHubHook struct {
+	// Repo is "owner/name" of a repository hook.
+	Repo string `yaml:"repo"`
+	// Org is the organization's login of an organization hook.
+	Org string `yaml:"org"`
+	// HookID is the hook's id (the number in its settings URL).
+	HookID int64 `yaml:"hook_id"`
+	// Token is the API token, with admin:repo_hook (or admin:org_hook),
+	// e.g. "${GITHUB_TOKEN}".
+	Token string `yaml:"token"`
 }

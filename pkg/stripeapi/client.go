@@ -54,6 +54,16 @@ type Config struct {
 	RatePerSecond float64
 	// Burst is the token bucket's size. Defaults to 50.
 	Burst int
+	// BackgroundRate is the steady rate of calls made under a Background
+	// context (the reconciler's listings and events scans). They also take
+	// tokens from the main bucket, so live fetches and background reads
+	// share one quota per account, and the background never gets more than
+	// this: live hints are not starved by a reconcile round. Defaults to a
+	// fifth of RatePerSecond.
+	BackgroundRate float64
+	// BackgroundBurst is the background bucket's size. Defaults to a fifth
+	// of Burst, at least 1.
+	BackgroundBurst int
 	// BreakerFailures is the number of consecutive failures that open the
 	// breaker. Defaults to 5.
 	BreakerFailures uint32
@@ -72,6 +82,8 @@ func (cfg Config) WithDefaults() Config {
 	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
 	cfg.RatePerSecond = cmp.Or(cfg.RatePerSecond, RatePerSecondDefault)
 	cfg.Burst = cmp.Or(cfg.Burst, BurstDefault)
+	cfg.BackgroundRate = cmp.Or(cfg.BackgroundRate, cfg.RatePerSecond/5)
+	cfg.BackgroundBurst = cmp.Or(cfg.BackgroundBurst, max(1, cfg.Burst/5))
 	cfg.BreakerFailures = cmp.Or(cfg.BreakerFailures, BreakerFailuresDefault)
 	cfg.BreakerOpenFor = cmp.Or(cfg.BreakerOpenFor, BreakerOpenForDefault)
 	if cfg.HTTPClient == nil {
@@ -124,8 +136,10 @@ type Client struct {
 	cfg     Config
 	log     *slog.Logger
 	limiter *rate.Limiter
-	breaker *gobreaker.CircuitBreaker[[]byte]
-	calls   atomic.Int64
+	// background is the extra bucket of Background calls.
+	background *rate.Limiter
+	breaker    *gobreaker.CircuitBreaker[[]byte]
+	calls      atomic.Int64
 }
 
 // New returns a Client for cfg (defaults applied). A nil log discards.
@@ -135,9 +149,10 @@ func New(cfg Config, log *slog.Logger) *Client {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{
-		cfg:     cfg,
-		log:     log,
-		limiter: rate.NewLimiter(rate.Limit(cfg.RatePerSecond), cfg.Burst),
+		cfg:        cfg,
+		log:        log,
+		limiter:    rate.NewLimiter(rate.Limit(cfg.RatePerSecond), cfg.Burst),
+		background: rate.NewLimiter(rate.Limit(cfg.BackgroundRate), cfg.BackgroundBurst),
 	}
 	c.breaker = gobreaker.NewCircuitBreaker[[]byte](gobreaker.Settings{
 		Name:    "stripeapi",
@@ -195,18 +210,43 @@ func (c *Client) checkMode(path, id string, livemode *bool) error {
 	return nil
 }
 
+// Listed is one object of a list page: what the reconciler compares with
+// the projection.
+type Listed struct {
+	ID     string
+	Status string
+	// CancelAtPeriodEnd is nil when the object has no such field.
+	CancelAtPeriodEnd *bool
+	Deleted           bool
+}
+
 // List reads one page of resourceType, in the API's order (newest first),
 // after startingAfter ("" for the first page): each object's id and status
-// (statuses[i] is ids[i]'s, "" when the object has none). limit <= 0 leaves
+// (statuses[i] is ids[i]'s, "" when the object has none). It is ListObjects
+// reduced to ids and statuses.
+func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids, statuses []string, hasMore bool, err error) {
+	objs, hasMore, err := c.ListObjects(ctx, account, resourceType, startingAfter, limit)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	ids, statuses = make([]string, len(objs)), make([]string, len(objs))
+	for i, o := range objs {
+		ids[i], statuses[i] = o.ID, o.Status
+	}
+	return ids, statuses, hasMore, nil
+}
+
+// ListObjects reads one page of resourceType, in the API's order (newest
+// first), after startingAfter ("" for the first page). limit <= 0 leaves
 // Stripe's default. Subscriptions are listed with status=all: without it
 // Stripe leaves canceled ones out ("If no value is supplied, all
 // subscriptions that have not been canceled are returned",
 // https://docs.stripe.com/api/subscriptions/list), and a cancellation whose
 // webhook was lost would never be found.
-func (c *Client) List(ctx context.Context, account, resourceType, startingAfter string, limit int) (ids, statuses []string, hasMore bool, err error) {
+func (c *Client) ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]Listed, bool, error) {
 	plural, ok := plurals[resourceType]
 	if !ok {
-		return nil, nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
+		return nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
 	}
 	q := url.Values{}
 	if resourceType == "subscription" {
@@ -224,27 +264,29 @@ func (c *Client) List(ctx context.Context, account, resourceType, startingAfter 
 	}
 	body, err := c.do(ctx, account, path)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	var page struct {
 		Data []struct {
-			ID       string `json:"id"`
-			Status   string `json:"status"`
-			Livemode *bool  `json:"livemode"`
+			ID                string `json:"id"`
+			Status            string `json:"status"`
+			CancelAtPeriodEnd *bool  `json:"cancel_at_period_end"`
+			Deleted           bool   `json:"deleted"`
+			Livemode          *bool  `json:"livemode"`
 		} `json:"data"`
 		HasMore bool `json:"has_more"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
+		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
 	}
-	ids, statuses = make([]string, 0, len(page.Data)), make([]string, 0, len(page.Data))
+	out := make([]Listed, 0, len(page.Data))
 	for _, d := range page.Data {
 		if err := c.checkMode(path, d.ID, d.Livemode); err != nil {
-			return nil, nil, false, err
+			return nil, false, err
 		}
-		ids, statuses = append(ids, d.ID), append(statuses, d.Status)
+		out = append(out, Listed{ID: d.ID, Status: d.Status, CancelAtPeriodEnd: d.CancelAtPeriodEnd, Deleted: d.Deleted})
 	}
-	return ids, statuses, page.HasMore, nil
+	return out, page.HasMore, nil
 }
 
 // Live is the mode of the data the client's key reads (Config.Live).
@@ -260,6 +302,11 @@ func (c *Client) BreakerState() string { return c.breaker.State().String() }
 func (c *Client) do(ctx context.Context, account, path string) ([]byte, error) {
 	if c.breaker.State() == gobreaker.StateOpen {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, gobreaker.ErrOpenState)
+	}
+	if isBackground(ctx) {
+		if err := c.background.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("%w: GET %s: %w", ErrLimited, path, err)
+		}
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrLimited, path, err)
@@ -399,3 +446,17 @@ type callerGone struct{ err error }
 
 func (g *callerGone) Error() string { return g.err.Error() }
 func (g *callerGone) Unwrap() error { return g.err }
+
+type backgroundKey struct{}
+
+// Background marks calls made with the returned context as background
+// reads (Config.BackgroundRate): the reconciler's. They wait for the
+// background bucket first, then for the shared one.
+func Background(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
+}
+
+func isBackground(ctx context.Context) bool {
+	b, _ := ctx.Value(backgroundKey{}).(bool)
+	return b
+}

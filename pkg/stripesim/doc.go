@@ -1,7 +1,9 @@
 // Package stripesim is an in-process, Stripe-compatible simulator for
 // `hookyard dev`, tests and benchmarks. It serves the read API the processor
-// and the reconciler use (GET /v1/subscriptions/{id}, GET /v1/subscriptions),
-// sends signed webhook events to a receiver, and offers control endpoints
+// and the reconciler use (GET /v1/subscriptions/{id}, GET /v1/subscriptions,
+// GET /v1/events), sends signed webhook events to a receiver (every event
+// it creates is logged for GET /v1/events, delivered or not: Emit creates
+// one whose webhook never arrives), and offers control endpoints
 // under /sim/ so people trying the product can create, cancel and pay for
 // subscriptions with curl:
 //
@@ -20,7 +22,10 @@
 //   - objects carry livemode;
 //   - the list leaves canceled subscriptions out unless status=all (or
 //     canceled, ended) is asked for, comes newest first, and pages with
-//     starting_after / has_more, limit 1 to 100.
+//     starting_after / has_more, limit 1 to 100;
+//   - the events list reaches back 30 days only, newest first, filters by
+//     created[gte|gt|lte|lt] and types[] (20 at most, exact names) or type
+//     (one name, "*" wildcard), pages with starting_after.
 //
 // SetLatency and SetFailure shape the API's answers for timeout and outage
 // tests.

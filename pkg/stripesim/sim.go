@@ -137,6 +137,7 @@ type Sim struct {
 	connected map[string]map[string]bool // platform -> connected accounts
 	latency   time.Duration
 	failure   int
+	events    map[dataset][]logged
 }
 
 // New returns an empty simulator.
@@ -145,7 +146,8 @@ func New(cfg Config) *Sim {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	s := &Sim{cfg: cfg, home: cmp.Or(cfg.Account, DevAccount), data: map[dataset]map[string]stored{},
-		keys: map[string]string{}, connected: map[string]map[string]bool{}, latency: cfg.Latency}
+		keys: map[string]string{}, connected: map[string]map[string]bool{}, latency: cfg.Latency,
+		events: map[dataset][]logged{}}
 	if cfg.Keys == nil {
 		s.keys[DevAPIKey] = DevAccount
 		if s.home != DevAccount {
@@ -158,6 +160,7 @@ func New(cfg Config) *Sim {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /v1/subscriptions/{id}", s.api(s.getSubscription))
 	s.mux.HandleFunc("GET /v1/subscriptions", s.api(s.listSubscriptions))
+	s.mux.HandleFunc("GET /v1/events", s.api(s.listEvents))
 	s.mux.HandleFunc("POST /sim/subscriptions", s.upsertSubscription)
 	s.mux.HandleFunc("POST /sim/subscriptions/{id}/cancel", s.cancelSubscription)
 	s.mux.HandleFunc("POST /sim/invoices/{id}/pay", s.payInvoice)
@@ -285,7 +288,7 @@ func (s *Sim) Send(ctx context.Context, eventType string, obj any) (eventID stri
 	if s.cfg.WebhookURL == "" {
 		return "", 0, errors.New("stripesim: no WebhookURL configured")
 	}
-	eventID, body := s.Event(eventType, obj)
+	eventID, body := s.Emit(eventType, obj)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
 		return eventID, 0, fmt.Errorf("stripesim: send %s: %w", eventID, err)

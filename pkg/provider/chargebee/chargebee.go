@@ -54,7 +54,15 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	if !matchAny(ep.Secrets, user, pass) {
 		return provider.Event{}, fmt.Errorf("%w: credentials do not match", provider.ErrUnauthenticated)
 	}
+	return Verifier{}.Identify(ep, body, now)
+}
 
+// Identify reads an event whose authenticity is already established: a
+// delivery whose credentials matched, or an event the events API returned
+// to the site's own API key (the reconciler's events scan). Both read
+// identity here, so an event ingested from the API and its later delivery
+// are one event.
+func (Verifier) Identify(ep *provider.Endpoint, body []byte, now time.Time) (provider.Event, error) {
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return provider.Event{}, fmt.Errorf("%w: body is not a JSON object", provider.ErrMalformed)
 	}
@@ -69,6 +77,7 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	if ev.OccurredAt > 0 {
 		out.OccurredAt = time.Unix(ev.OccurredAt, 0).UTC()
 	}
+	var err error
 	out.ResourceType, out.ResourceID, out.Version, err = resourceOf(&ev)
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)

@@ -30,3 +30,16 @@ func Verifier(providerName string) (provider.Verifier, error) {
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, providerName)
 }
+
+// Identifier returns the identity reader of providerName for events its
+// API lists (Stripe, Chargebee); nil for a provider whose API lists no
+// events.
+func Identifier(providerName string) provider.Identifier {
+	switch providerName {
+	case provider.Stripe:
+		return stripe.Verifier{}
+	case provider.Chargebee:
+		return chargebee.Verifier{}
+	}
+	return nil
+}

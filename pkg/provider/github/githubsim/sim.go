@@ -1,0 +1,342 @@
+// Package githubsim is an in-process GitHub for `hookyard dev` and tests:
+// one webhook (a repository's or an organization's) that sends signed
+// deliveries to a receiver, lists them, and redelivers on request.
+//
+// It imitates the parts of GitHub that catch integrations out, first:
+//   - GitHub never redelivers a failed delivery by itself
+//     (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks);
+//     a delivery that got no 2xx stays failed until someone asks;
+//   - a redelivery keeps the X-GitHub-Delivery guid of the original, gets
+//     a new delivery id and "redelivery": true, and is sent after the 202
+//     that accepts the request, not during it;
+//   - the deliveries list pages by cursor only (per_page 1 to 100, default
+//     30, the next page's cursor in the Link header's rel="next"), newest
+//     first, and keeps deliveries of the last 3 days
+//     (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook);
+//   - every API call needs the hook's token (401 otherwise); an unknown
+//     hook is a 404.
+//
+// Control endpoints for curl:
+//
+//	POST /sim/deliveries  {"event":"push","payload":{...}}   deliver an event now
+//	POST /sim/down        {"down": true}                      deliveries fail (no connection)
+package githubsim
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hookyard/hookyard/pkg/provider/github"
+)
+
+// DeliveryRetention is how long deliveries stay listed.
+const DeliveryRetention = 3 * 24 * time.Hour
+
+// Dev defaults: the hook `hookyard dev` simulates.
+const (
+	DevRepo   = "dev-org/dev-repo"
+	DevHookID = 1
+	DevToken  = "ghp_hookyard_dev"
+)
+
+// Config configures a Sim.
+type Config struct {
+	// WebhookURL receives deliveries.
+	WebhookURL string
+	// Secret signs them (X-Hub-Signature-256).
+	Secret string
+	// Repo ("owner/name") or Org owns the hook; HookID is its id. Default
+	// to DevRepo and DevHookID.
+	Repo   string
+	Org    string
+	HookID int64
+	// Token is the API token the simulator accepts. Defaults to DevToken.
+	Token string
+	// HTTPClient sends deliveries; nil uses a client with a 10s timeout,
+	// GitHub's own delivery deadline.
+	HTTPClient *http.Client
+}
+
+// Delivery is a delivery as the simulator keeps it.
+type Delivery struct {
+	github.Delivery
+	body []byte
+}
+
+// Sim is safe for concurrent use.
+type Sim struct {
+	cfg  Config
+	mux  *http.ServeMux
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	seq  int64
+	down bool
+	log  []Delivery // oldest first
+	// redeliveries counts POST .../attempts by delivery guid.
+	redeliveries map[string]int
+}
+
+// New returns a simulator with no deliveries.
+func New(cfg Config) *Sim {
+	if cfg.Repo == "" && cfg.Org == "" {
+		cfg.Repo = DevRepo
+	}
+	cfg.HookID = cmp.Or(cfg.HookID, DevHookID)
+	cfg.Token = cmp.Or(cfg.Token, DevToken)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}}
+	base := ""
+	if cfg.Repo != "" {
+		base = "/repos/" + cfg.Repo + "/hooks/{hook_id}/deliveries"
+	} else {
+		base = "/orgs/" + cfg.Org + "/hooks/{hook_id}/deliveries"
+	}
+	s.mux.HandleFunc("GET "+base, s.api(s.list))
+	s.mux.HandleFunc("POST "+base+"/{id}/attempts", s.api(s.redeliver))
+	s.mux.HandleFunc("POST /sim/deliveries", s.simDeliver)
+	s.mux.HandleFunc("POST /sim/down", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Down bool `json:"down"`
+		}
+		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in)
+		s.SetDown(in.Down)
+		writeJSON(w, http.StatusOK, map[string]bool{"down": in.Down})
+	})
+	return s
+}
+
+// Hook is the simulated hook, for a client.
+func (s *Sim) Hook() github.Hook {
+	return github.Hook{Repo: s.cfg.Repo, Org: s.cfg.Org, HookID: s.cfg.HookID, Token: s.cfg.Token}
+}
+
+// ServeHTTP serves the API and the control endpoints.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// SetDown makes deliveries fail without reaching the receiver (status code
+// 0, as GitHub records a connection it could not make), or work again.
+func (s *Sim) SetDown(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+}
+
+// Wait waits for redeliveries in flight.
+func (s *Sim) Wait() { s.wg.Wait() }
+
+// Redeliveries says how many redeliveries were asked of guid.
+func (s *Sim) Redeliveries(guid string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.redeliveries[guid]
+}
+
+// Send delivers event with payload now and records the attempt. It returns
+// the delivery's guid and the receiver's status (0 when it was not reached).
+func (s *Sim) Send(ctx context.Context, event string, payload any) (guid string, status int, err error) {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return "", 0, fmt.Errorf("githubsim: encode payload: %w", err)
+	}
+	guid = newGUID()
+	status = s.deliver(ctx, guid, event, body, false)
+	return guid, status, nil
+}
+
+// deliver POSTs one attempt and logs it.
+func (s *Sim) deliver(ctx context.Context, guid, event string, body []byte, redelivery bool) int {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	status := 0
+	if !down && s.cfg.WebhookURL != "" {
+		status = s.post(ctx, guid, event, body)
+	}
+	var action *string
+	var a struct {
+		Action string `json:"action"`
+	}
+	if json.Unmarshal(body, &a) == nil && a.Action != "" {
+		action = &a.Action
+	}
+	s.mu.Lock()
+	s.seq++
+	d := Delivery{Delivery: github.Delivery{ID: s.seq, GUID: guid, DeliveredAt: time.Now().UTC(), Redelivery: redelivery,
+		StatusCode: status, Event: event, Action: action, Status: statusText(status)}, body: body}
+	s.log = append(s.log, d)
+	s.mu.Unlock()
+	return status
+}
+
+func statusText(code int) string {
+	switch {
+	case code == 0:
+		return "failed to connect to host"
+	case code >= 200 && code < 300:
+		return "OK"
+	}
+	return "Invalid HTTP Response: " + strconv.Itoa(code)
+}
+
+func (s *Sim) post(ctx context.Context, guid, event string, body []byte) int {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/hookyard-sim")
+	req.Header.Set(github.DeliveryHeader, guid)
+	req.Header.Set(github.EventHeader, event)
+	req.Header.Set("X-GitHub-Hook-ID", strconv.FormatInt(s.cfg.HookID, 10))
+	req.Header.Set(github.SignatureHeader, github.Sign(body, s.cfg.Secret))
+	resp, err := s.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+func (s *Sim) api(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+s.cfg.Token {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials",
+				"documentation_url": "https://docs.github.com/rest"})
+			return
+		}
+		if r.PathValue("hook_id") != strconv.FormatInt(s.cfg.HookID, 10) {
+			writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// list serves the deliveries newest first, by cursor. The cursor is the id
+// of the last delivery of the previous page.
+func (s *Sim) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	perPage := 30
+	if v := q.Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "per_page must be a positive integer"})
+			return
+		}
+		perPage = min(n, 100)
+	}
+	var after int64 = -1
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"message": "invalid cursor"})
+			return
+		}
+		after = n
+	}
+	cutoff := time.Now().Add(-DeliveryRetention)
+	s.mu.Lock()
+	all := slices.Clone(s.log)
+	s.mu.Unlock()
+	slices.Reverse(all)
+	out := []github.Delivery{}
+	more := false
+	for _, d := range all {
+		if d.DeliveredAt.Before(cutoff) || (after >= 0 && d.ID >= after) {
+			continue
+		}
+		if len(out) == perPage {
+			more = true
+			break
+		}
+		out = append(out, d.Delivery)
+	}
+	if more {
+		u := *r.URL
+		u.Scheme, u.Host = "http", r.Host
+		v := u.Query()
+		v.Set("cursor", strconv.FormatInt(out[len(out)-1].ID, 10))
+		u.RawQuery = v.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, u.String()))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// redeliver accepts a redelivery (202) and sends it afterwards, as GitHub
+// does, with the original's guid.
+func (s *Sim) redeliver(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	s.mu.Lock()
+	i := slices.IndexFunc(s.log, func(d Delivery) bool { return d.ID == id })
+	var d Delivery
+	if i >= 0 {
+		d = s.log[i]
+		s.redeliveries[d.GUID]++
+	}
+	s.mu.Unlock()
+	if i < 0 {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.deliver(context.Background(), d.GUID, d.Event, d.body, true)
+	}()
+	writeJSON(w, http.StatusAccepted, map[string]any{})
+}
+
+func (s *Sim) simDeliver(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Event   string          `json:"event"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": err.Error()})
+		return
+	}
+	if in.Event == "" {
+		in.Event = "ping"
+	}
+	if len(in.Payload) == 0 {
+		in.Payload = json.RawMessage(`{}`)
+	}
+	guid, status, err := s.Send(r.Context(), in.Event, in.Payload)
+	out := map[string]any{"guid": guid, "delivery_status": status}
+	if err != nil {
+		out["error"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func newGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

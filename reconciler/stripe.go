@@ -1,0 +1,52 @@
+package reconciler
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/hookyard/hookyard/pkg/stripeapi"
+)
+
+// StripeEvents lists a Stripe account's events (GET /v1/events) with its
+// endpoint's credentials, inside the background share of their quota.
+type StripeEvents struct {
+	Client *stripeapi.Client
+	// Account is sent as Stripe-Account ("" for the key's own account).
+	Account string
+	// Types are sent as types[] (StripeEventTypes); nil lists every type.
+	Types []string
+}
+
+// ListEvents implements EventLister: newest first, cursor = the last
+// event's id (starting_after).
+func (e StripeEvents) ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error) {
+	evs, more, err := e.Client.ListEvents(stripeapi.Background(ctx), e.Account, since, e.Types, cursor, limit)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: make([]ListedEvent, len(evs))}
+	for i, ev := range evs {
+		page.Events[i] = ListedEvent{ID: ev.ID, At: ev.Created, Body: ev.Body}
+	}
+	if more && len(evs) > 0 {
+		page.Next = evs[len(evs)-1].ID
+	}
+	return page, nil
+}
+
+// StripeEventTypes is what to send as types[] for an endpoint's allow-list:
+// the list itself when every entry is an exact name and there are at most
+// stripeapi.MaxEventTypes (Stripe's types[] takes no wildcards), else nil
+// (every type is listed and the allow-list filters them).
+func StripeEventTypes(allowed []string) []string {
+	if len(allowed) == 0 || len(allowed) > stripeapi.MaxEventTypes {
+		return nil
+	}
+	for _, t := range allowed {
+		if strings.Contains(t, "*") {
+			return nil
+		}
+	}
+	return allowed
+}
