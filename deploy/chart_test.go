@@ -47,17 +47,13 @@ type rendered struct {
 // valuesFile (relative to the chart, "" for the defaults) over the chart's.
 func render(t *testing.T, valuesFile string) *rendered {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
-	require.NoError(t, err)
 	vals := map[string]any{}
 	if valuesFile != "" {
+		var err error
 		vals, err = chartutil.ReadValuesFile(filepath.Join(chartDir, valuesFile))
 		require.NoError(t, err)
 	}
-	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "hy", Namespace: "hookyard", Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
-	require.NoError(t, err)
-	// Strict: a template reading a value the chart does not define fails.
-	out, err := engine.Engine{Strict: true}.Render(ch, top)
+	out, top, err := renderValues(vals)
 	require.NoError(t, err)
 	merged, err := top.Table("Values")
 	require.NoError(t, err)
@@ -109,6 +105,21 @@ func render(t *testing.T, valuesFile string) *rendered {
 		}
 	}
 	return r
+}
+
+// renderValues renders the chart with vals over its defaults.
+func renderValues(vals map[string]any) (map[string]string, chartutil.Values, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "hy", Namespace: "hookyard", Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Strict: a template reading a value the chart does not define fails.
+	out, err := engine.Engine{Strict: true}.Render(ch, top)
+	return out, top, err
 }
 
 var valueSets = []struct{ name, file string }{
@@ -163,6 +174,11 @@ func TestChartRunsOneDeploymentPerServiceWithItsSubcommand(t *testing.T) {
 				c := container(t, d.Spec.Template.Spec, name)
 				require.Equal(t, []string{name}, c.Args, "%s runs `hookyard %s`", name, name)
 				require.Empty(t, c.Command, "%s keeps the image's entrypoint", name)
+				names := map[string]bool{}
+				for _, e := range c.Env {
+					require.False(t, names[e.Name], "%s sets %s twice", name, e.Name)
+					names[e.Name] = true
+				}
 				require.Equal(t, d.Spec.Selector.MatchLabels, subset(d.Spec.Template.Labels, d.Spec.Selector.MatchLabels), "%s selects its own pods", name)
 			}
 		})
@@ -400,6 +416,16 @@ func TestSecretsReachPodsOnlyAsFilesFromKubernetesSecrets(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestChartRefusesASecretGivenAsAPlainVariable(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"OPS_TOKEN", "STRIPE_WEBHOOK_SECRET", "DATABASE_URL", "CHARGEBEE_WEBHOOK_PASSWORD", "STRIPE_API_KEY"} {
+		_, _, err := renderValues(map[string]any{"env": map[string]any{name: "s3cret"}})
+		require.ErrorContains(t, err, "env."+name+" looks like a secret", name)
+	}
+	_, _, err := renderValues(map[string]any{"env": map[string]any{"STRIPE_ACCOUNT_ID": "acct_1"}})
+	require.NoError(t, err)
 }
 
 // secretFile resolves a path inside a container to the Secret and key

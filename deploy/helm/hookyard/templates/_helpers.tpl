@@ -43,10 +43,6 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 
 {{/* Environment of every hookyard container. Secrets only as _FILE paths. */}}
 {{- define "hookyard.env" -}}
-{{- if .Values.config }}
-- name: HOOKYARD_CONFIG
-  value: /etc/hookyard-override/hookyard.yaml
-{{- end }}
 - name: KAFKA_BROKERS
   value: {{ required "kafka.brokers is required" .Values.kafka.brokers | quote }}
 - name: HTTP_ADDR
@@ -64,8 +60,15 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
   value: /var/run/secrets/hookyard/app/{{ . }}
 {{- end }}
 {{- range $k, $v := .Values.env }}
+{{- if regexMatch "(?i)(SECRET|TOKEN|PASSWORD|API_KEY|DATABASE_URL)" $k }}
+{{- fail (printf "env.%s looks like a secret: put it in the Secret named by secrets.existingSecret and list it in secrets.keys" $k) }}
+{{- end }}
 - name: {{ $k }}
   value: {{ $v | quote }}
+{{- end }}
+{{- if .Values.config }}
+- name: HOOKYARD_CONFIG
+  value: /etc/hookyard-override/hookyard.yaml
 {{- end }}
 {{- end -}}
 
