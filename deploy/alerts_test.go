@@ -1,0 +1,80 @@
+package deploy
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/stretchr/testify/require"
+)
+
+const alertsFile = "prometheus/alerts.yaml"
+
+// runbookURL is where each alert's runbook paragraph lives: a heading named
+// after the alert in the README's operators section.
+var runbookURL = regexp.MustCompile(`^https://github\.com/hookyard/hookyard/blob/main/README\.md#([a-z0-9-]+)$`)
+
+func loadAlerts(t *testing.T) *rulefmt.RuleGroups {
+	t.Helper()
+	// The parser `promtool check rules` runs: YAML schema, PromQL, label
+	// names, annotation templates.
+	groups, errs := rulefmt.ParseFile(alertsFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), promslog.NewNopLogger())
+	require.Empty(t, errs)
+	require.NotEmpty(t, groups.Groups)
+	return groups
+}
+
+func TestAlertRulesPassThePrometheusRuleParser(t *testing.T) {
+	t.Parallel()
+	groups := loadAlerts(t)
+	seen := map[string]bool{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			require.NotEmpty(t, r.Alert, "%s: only alerting rules here", g.Name)
+			require.False(t, seen[r.Alert], "alert %s is defined twice", r.Alert)
+			seen[r.Alert] = true
+			require.Contains(t, []string{"critical", "warning"}, r.Labels["severity"], r.Alert)
+			require.NotEmpty(t, r.Annotations["summary"], r.Alert)
+			require.NotEmpty(t, r.Annotations["description"], r.Alert)
+			m := runbookURL.FindStringSubmatch(r.Annotations["runbook_url"])
+			require.NotNil(t, m, "%s: runbook_url points at the README", r.Alert)
+			require.Equal(t, strings.ToLower(r.Alert), m[1], "%s: the anchor of its README heading", r.Alert)
+		}
+	}
+}
+
+func TestAlertRulesUseOnlyMetricsHookyardRegisters(t *testing.T) {
+	t.Parallel()
+	for _, g := range loadAlerts(t).Groups {
+		for _, r := range g.Rules {
+			require.NotEmpty(t, checkQuery(t, r.Alert, r.Expr), "%s uses a hookyard metric", r.Alert)
+		}
+	}
+}
+
+// TestEveryMetricWorthAnAlertHasAnAlert keeps the rules in step with the
+// metrics the README calls worth an alert.
+func TestEveryMetricWorthAnAlertHasAnAlert(t *testing.T) {
+	t.Parallel()
+	used := map[string]bool{}
+	for _, g := range loadAlerts(t).Groups {
+		for _, r := range g.Rules {
+			for _, m := range checkQuery(t, r.Alert, r.Expr) {
+				used[strings.TrimSuffix(m, "_bucket")] = true
+			}
+		}
+	}
+	for _, m := range []string{
+		"hookyard_outbox_oldest_age_seconds", "hookyard_outbox_publish_failures_total", "hookyard_outbox_dead_total",
+		"hookyard_outbox_backlog_up", "hookyard_db_gauges_up", "hookyard_inbox_oldest_pending_age_seconds",
+		"hookyard_processor_receive_to_apply_seconds", "hookyard_processor_failures_total", "hookyard_processor_consumer_lag",
+		"hookyard_reconciler_divergences_total", "hookyard_actions_open", "hookyard_receiver_rejected_total",
+		"hookyard_processor_partition_count_changed", "hookyard_outbox_partition_count_changed",
+	} {
+		require.True(t, used[m], "no alert uses %s", m)
+	}
+}
