@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookyard/hookyard/effects"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/opsmetrics"
@@ -104,6 +105,9 @@ func buildRegistered(t *testing.T) (map[string][]string, error) {
 		return nil, err
 	}
 	reconciler.New(pool, log, reconciler.Config{Registerer: rec})
+	if _, err := effects.New(pool, log, effects.Config{Registerer: rec}); err != nil {
+		return nil, err
+	}
 	rec.MustRegister(opsmetrics.New(pool, log, opsmetrics.Config{}))
 
 	out := map[string][]string{}
