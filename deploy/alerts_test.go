@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -76,5 +77,23 @@ func TestEveryMetricWorthAnAlertHasAnAlert(t *testing.T) {
 		"hookyard_processor_partition_count_changed", "hookyard_outbox_partition_count_changed",
 	} {
 		require.True(t, used[m], "no alert uses %s", m)
+	}
+}
+
+// Every alert's runbook link lands on a README heading of that name, with a
+// paragraph under it: an alert at 3 a.m. must open a page that says what it
+// means and the first command to run.
+func TestEveryAlertHasARunbookInTheREADME(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	for _, g := range loadAlerts(t).Groups {
+		for _, r := range g.Rules {
+			heading := "\n#### " + r.Alert + "\n"
+			i := strings.Index(string(readme), heading)
+			require.GreaterOrEqual(t, i, 0, "README has no runbook heading for %s", r.Alert)
+			body := string(readme[i+len(heading):])
+			require.Contains(t, body[:min(len(body), 1200)], "First:", "%s: the runbook names the first command to run", r.Alert)
+		}
 	}
 }
