@@ -191,6 +191,16 @@ func scCounter(t *testing.T, reg *prometheus.Registry, name, label, value string
 	return v
 }
 
+// scCounterReaches waits for a labelled counter to reach want and checks it
+// stays there: the processor counts after its transaction commits, so a test
+// that saw the commit may look a moment before the count.
+func scCounterReaches(t *testing.T, reg *prometheus.Registry, name, label, value string, want float64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return scCounter(t, reg, name, label, value) >= want }, 10*time.Second, 10*time.Millisecond,
+		"%s{%s=%q} never reached %v", name, label, value, want)
+	require.Equal(t, want, scCounter(t, reg, name, label, value))
+}
+
 func scCount(t *testing.T, p *pipelinetest.Pipeline, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -270,13 +280,13 @@ func TestRepeatedDeliveriesAndRedeliveredRecordApplyOnce(t *testing.T) {
 	p.Eventually(func() bool {
 		return scCounterTotal(t, reg, "hookyard_processor_records_total") == records+1
 	}, "redelivered record consumed")
-	require.Equal(t, float64(1), scCounter(t, reg, "hookyard_processor_events_total", "status", "already_handled"))
+	scCounterReaches(t, reg, "hookyard_processor_events_total", "status", "already_handled", 1)
 
 	after := scProjection(t, p, r)
 	require.Equal(t, before.UpdatedAt, after.UpdatedAt, "the redelivery rewrote the projection")
 	require.Equal(t, before.SourceEventID, after.SourceEventID)
 	require.Len(t, scHistory(t, p, r), 1, "the redelivery left a history entry")
-	require.Equal(t, float64(1), scCounter(t, reg, "hookyard_projection_outcomes_total", "outcome", projection.Applied))
+	scCounterReaches(t, reg, "hookyard_projection_outcomes_total", "outcome", projection.Applied, 1)
 	require.Equal(t, float64(0), scCounter(t, reg, "hookyard_projection_outcomes_total", "outcome", projection.Duplicate))
 	row := scInbox(t, p, scCBKey("ev_dup"))
 	require.Equal(t, inbox.StatusProcessed, row.Status)
@@ -358,7 +368,7 @@ func TestEqualVersionDifferentSnapshotIsConflict(t *testing.T) {
 	pr := scProjection(t, p, r)
 	require.Equal(t, "active", pr.Status)
 	require.Equal(t, "ev_conf_1", pr.SourceEventID)
-	require.Equal(t, float64(1), scCounter(t, reg, "hookyard_projection_outcomes_total", "outcome", projection.Conflict))
+	scCounterReaches(t, reg, "hookyard_projection_outcomes_total", "outcome", projection.Conflict, 1)
 }
 
 // Invariant 4 for delta-carrying endpoints: on an Incremental endpoint,
