@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -446,12 +448,18 @@ func resize(ctx context.Context, e *env, n int, force bool, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	// A broker may not know of a resize yet; the recorded count does.
+	var recorded int
+	if err := e.pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, e.cfg.Kafka.Topic).Scan(&recorded); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("read the recorded partition count: %w", err)
+	}
+	cur = max(cur, recorded)
 	if n < cur {
 		return fmt.Errorf("topic %s has %d partitions; Kafka cannot shrink it to %d", e.cfg.Kafka.Topic, cur, n)
 	}
 	if n > cur {
-		if _, err := adm.UpdatePartitions(ctx, n, e.cfg.Kafka.Topic); err != nil {
-			return fmt.Errorf("add partitions: %w", err)
+		if err := addPartitions(ctx, adm, e.cfg.Kafka.Topic, n); err != nil {
+			return err
 		}
 	}
 	if err := fence.Resize(ctx, e.pool, e.cfg.Kafka.Topic, n); err != nil {
@@ -474,5 +482,32 @@ func terminalProgress() func(format string, a ...any) {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "\r"+format+"\033[K", a...)
+	}
+}
+
+// addPartitions grows topic to n partitions. The topic's own answer counts:
+// a refusal (a broker's metadata lagged behind an earlier resize, so n is
+// not more than the topic has) must never let the count be recorded.
+// Retriable answers (a controller moving, a timeout) are tried again a few
+// times.
+func addPartitions(ctx context.Context, adm *kadm.Client, topicName string, n int) error {
+	for attempt := 1; ; attempt++ {
+		resp, err := adm.UpdatePartitions(ctx, n, topicName)
+		if err == nil {
+			for _, r := range resp {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == 3 || !kerr.IsRetriable(err) {
+			return fmt.Errorf("add partitions to %s: %w", topicName, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 }
