@@ -125,13 +125,10 @@ func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Ke
 
 // step is one message of a batch and what became of it.
 type step struct {
-	msg message.Message
-	row *inboxRow
-	// trace is the event's span; its context parents the fetch and the
-	// projection write.
-	trace *eventTrace
-	plan  plan
-	err   error // malformed: dead at once
+	msg  message.Message
+	row  *inboxRow
+	plan plan
+	err  error // malformed: dead at once
 	// res is set while writing.
 	res projection.Result
 	// Set by settle: the history outcome, whether the step failed, and what
@@ -139,6 +136,9 @@ type step struct {
 	outcome string
 	failed  bool
 	finding string
+	// trace is the event's span; its context parents the fetch and the
+	// projection write.
+	trace *eventTrace
 }
 
 type fetchResult struct {
