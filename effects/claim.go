@@ -20,6 +20,8 @@ type claimed struct {
 	// interrupted: the previous sender's lease expired mid-attempt.
 	interrupted bool
 	fact        *Fact
+	// traceParent is the recording event's W3C traceparent ("" untraced).
+	traceParent string
 }
 
 // claimSQL picks one kind's due actions through action_due (the status list
@@ -54,9 +56,9 @@ WITH due AS (
     WHERE a.provider = d.provider AND a.source_account = d.source_account AND a.environment = d.environment
       AND a.subject_id = d.subject_id AND a.kind = d.kind
     RETURNING a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status, a.attempts, a.event_id,
-              d.status = 'sending' AS interrupted
+              d.status = 'sending' AS interrupted, coalesce(a.trace_parent, '') AS trace_parent
 )
-SELECT c.provider, c.source_account, c.environment, c.subject_id, c.kind, c.status, c.attempts, c.event_id, c.interrupted,
+SELECT c.provider, c.source_account, c.environment, c.subject_id, c.kind, c.status, c.attempts, c.event_id, c.interrupted, c.trace_parent,
        f.fact_type, f.resource_type, f.resource_id, f.event_id, f.recorded_at, f.data
 FROM claimed c
 -- a receipt is about the invoice_paid fact of its invoice (factTypes)
@@ -75,7 +77,7 @@ func (s *Sender) claim(ctx context.Context, kind string, limit int) ([]claimed, 
 		var recorded *time.Time
 		var data []byte
 		err := row.Scan(&c.key.Provider, &c.key.SourceAccount, &c.key.Environment, &c.key.SubjectID, &c.key.Kind,
-			&c.status, &c.attempts, &c.eventID, &c.interrupted, &factType, &resType, &resID, &factEvent, &recorded, &data)
+			&c.status, &c.attempts, &c.eventID, &c.interrupted, &c.traceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
 		if err == nil && factType != nil {
 			c.fact = &Fact{Provider: c.key.Provider, SourceAccount: c.key.SourceAccount, Environment: c.key.Environment,
 				Type: *factType, ID: c.key.SubjectID, ResourceType: *resType, ResourceID: *resID, EventID: *factEvent,

@@ -18,6 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
 // Defaults of Config.
@@ -268,6 +271,10 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 func (s *Sender) perform(ctx context.Context, c claimed, deadline time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	var o outcome
+	ctx, span := startSend(ctx, c)
+	if span.IsRecording() {
+		defer func() { tracing.End(span, nil, attribute.String("hookyard.outcome", o.status)) }()
+	}
 	if c.fact == nil {
 		o = outcome{status: StatusDead, err: fmt.Sprintf("no %s fact recorded for %s", factTypes[c.key.Kind], c.key.SubjectID)}
 	} else {

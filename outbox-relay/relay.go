@@ -557,7 +557,8 @@ func (b *batch) end(ctx context.Context, commit bool) error {
 func (b *batch) publish(ctx context.Context, pub Publisher) {
 	b.pending.Add(len(b.recs))
 	for i, rec := range b.recs {
-		pub.Publish(ctx, rec, func(_ *kgo.Record, err error) { b.done(i, err) })
+		span := startPublish(ctx, rec)
+		pub.Publish(ctx, rec, func(r *kgo.Record, err error) { endPublish(span, r, err); b.done(i, err) })
 	}
 }
 

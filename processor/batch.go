@@ -136,6 +136,9 @@ type step struct {
 	outcome string
 	failed  bool
 	finding string
+	// trace is the event's span; its context parents the fetch and the
+	// projection write.
+	trace *eventTrace
 }
 
 type fetchResult struct {
@@ -153,8 +156,11 @@ type fetchResult struct {
 // handle processes one polled batch of one partition: plan, fetch with no
 // transaction open, then one transaction that checks the fence, applies
 // every write and marks every event.
-func (w *worker) handle(ctx context.Context, recs []*kgo.Record) error {
+func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
+	tr := w.startBatchTrace(ctx, recs)
+	defer func() { tr.end(err) }()
 	msgs := make([]message.Message, 0, len(recs))
+	evs := make([]*eventTrace, 0, len(recs))
 	for _, r := range recs {
 		m, err := message.Decode(r.Value)
 		if err != nil {
@@ -166,6 +172,7 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) error {
 			continue
 		}
 		msgs = append(msgs, m)
+		evs = append(evs, tr.event(r, m))
 	}
 	rows, err := w.load(ctx, msgs)
 	if err != nil {
@@ -173,8 +180,8 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) error {
 	}
 	steps := make([]*step, 0, len(msgs))
 	seen := make(map[inbox.Key]bool, len(msgs))
-	for _, m := range msgs {
-		st := &step{msg: m}
+	for i, m := range msgs {
+		st := &step{msg: m, trace: evs[i]}
 		if m.Kind == message.KindCheck {
 			st.plan = plan{fetch: true}
 			steps = append(steps, st)
@@ -184,12 +191,14 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) error {
 		row := rows[k]
 		if row == nil {
 			w.p.metrics.events.WithLabelValues("missing").Inc()
+			evs[i].outcome = "missing"
 			w.p.log.WarnContext(ctx, "message names no inbox row", slog.String("key", m.Resource.Key()), slog.String("event_id", m.EventID))
 			continue
 		}
 		if row.status != inbox.StatusPending || seen[k] {
 			// Already handled: a repeated publish, or a copy in this batch.
 			w.p.metrics.events.WithLabelValues("already_handled").Inc()
+			evs[i].outcome = "already_handled"
 			continue
 		}
 		seen[k] = true
@@ -228,6 +237,11 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 			continue
 		}
 		res := st.msg.Resource
+		// The first event that asks for the resource owns the call's span.
+		ctx := ctx
+		if st.trace != nil {
+			ctx = st.trace.ctx
+		}
 		g.Go(func() error {
 			// The database's clock, not ours: observations of several
 			// processes are compared by it. Read with no transaction open,
@@ -288,14 +302,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
 ON CONFLICT DO NOTHING`
 
 const actionSQL = `
-INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, trace_parent)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING`
 
 func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*fetchResult) error {
 	now := w.p.cfg.Now()
 	var hist []projection.HistoryEntry
 	var marks []mark
+	txStart := time.Now()
 	err := pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
 		hist, marks = hist[:0], marks[:0]
 		b := &pgx.Batch{}
@@ -331,7 +346,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 					b.Queue(factSQL, m.Provider, m.SourceAccount, m.Environment, f.typ, f.id, m.Type, m.ID, m.EventID, string(f.data))
 				}
 				for _, a := range st.plan.actions {
-					b.Queue(actionSQL, m.Provider, m.SourceAccount, m.Environment, a.subject, a.kind, m.EventID)
+					b.Queue(actionSQL, m.Provider, m.SourceAccount, m.Environment, a.subject, a.kind, m.EventID, st.trace.parent())
 				}
 			}
 		}
@@ -347,6 +362,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		queueMarks(b, marks)
 		return tx.SendBatch(ctx, b).Close()
 	})
+	writeSpans(steps, txStart, time.Now(), err)
 	if err != nil {
 		if errors.Is(err, fence.ErrFenced) {
 			w.recordFenced(ctx, steps, err)

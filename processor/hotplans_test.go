@@ -27,7 +27,7 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 			Reads: []string{"webhook_inbox_pkey"}},
 		{Name: "record a fact", SQL: factSQL, Args: []any{p[0], a[0], e[0], "invoice_paid", "inv_new", "subscription", "sub_1", id[0], `{}`},
 			Reads: []string{}},
-		{Name: "record an action", SQL: actionSQL, Args: []any{p[0], a[0], e[0], "inv_new", "receipt", id[0]},
+		{Name: "record an action", SQL: actionSQL, Args: []any{p[0], a[0], e[0], "inv_new", "receipt", id[0], (*string)(nil)},
 			Reads: []string{}},
 		{Name: "mark a poison event dead", SQL: markDeadSQL, Args: []any{p[0], a[0], e[0], id[0], "rejected", []string{"pending"}},
 			Reads: []string{"webhook_inbox_pkey"}},

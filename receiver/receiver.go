@@ -28,12 +28,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
+	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
 // Defaults of Config.
@@ -162,7 +164,9 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Receiver, error) {
 	r.m = newMetrics(cfg.Registerer)
 	r.committer = inbox.NewCommitter(pool, r.log, cfg.Commit)
 	e := health.NewEcho()
-	e.POST("/webhooks/:endpoint_id", r.handle)
+	// Wrapped once here, not passed as route middleware: echo would build
+	// the middleware chain again on every request.
+	e.POST("/webhooks/:endpoint_id", tracing.Echo("/webhooks/:endpoint_id")(r.handle))
 	// The public port serves webhooks and probes only: metrics name endpoint
 	// ids and traffic, and go to METRICS_ADDR like every service's.
 	health.RegisterProbes(e, r.log, func(ctx context.Context) error { return pool.Ping(ctx) })
@@ -298,6 +302,9 @@ func (r *Receiver) handle(c echo.Context) error {
 		return r.refuse(c, http.StatusForbidden, CodeScope, "event belongs to another account or environment")
 	default:
 		return r.refuse(c, http.StatusUnauthorized, CodeInvalidSignature, "signature or credentials do not verify")
+	}
+	if span := trace.SpanFromContext(req.Context()); span.IsRecording() {
+		span.SetAttributes(tracing.EventAttrs(rt.ep.Provider, rt.ep.SourceAccount, rt.ep.Environment, ev.ID, ev.ResourceType, ev.ResourceID)...)
 	}
 	if !rt.ep.Allows(ev.Type) {
 		rec.Ignored = true

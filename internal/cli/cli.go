@@ -162,6 +162,14 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 			return fmt.Errorf("refusing to start %s: %w", cmd, err)
 		}
 	}
+	switch cmd {
+	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
+		stopTracing, err := startTracing(ctx, cmd, log)
+		if err != nil {
+			return err
+		}
+		defer stopTracing()
+	}
 	conns := int32(4)
 	switch cmd {
 	case "receiver", "dev":

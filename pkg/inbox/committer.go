@@ -14,6 +14,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
 // Result says what intake did with a record.
@@ -117,7 +120,19 @@ func (c *Committer) Stop() {
 
 // Submit stores rec durably or returns an error; it never reports success
 // for rows that were not committed.
-func (c *Committer) Submit(ctx context.Context, rec *Record) (Result, error) {
+func (c *Committer) Submit(ctx context.Context, rec *Record) (res Result, err error) {
+	// One span per request, not per batch: a batch holds many webhooks, and
+	// each one's trace shows its own wait for the group commit. Its context
+	// is what the outbox message carries to the relay.
+	ctx, span := tracing.Start(ctx, "inbox intake commit")
+	if span.IsRecording() {
+		defer func() { tracing.End(span, err, attribute.String("hookyard.intake.result", res.String())) }()
+		span.SetAttributes(tracing.EventAttrs(rec.Endpoint.Provider, rec.Endpoint.SourceAccount, rec.Endpoint.Environment,
+			rec.Event.ID, rec.Event.ResourceType, rec.Event.ResourceID)...)
+	}
+	if rec.TraceParent == "" {
+		rec.TraceParent, rec.TraceState = tracing.Parent(ctx)
+	}
 	// Encoding happens here, on the caller's goroutine, so the commit
 	// workers spend their time on the database only.
 	if err := rec.prepare(c.cfg.Now()); err != nil {
@@ -286,18 +301,18 @@ func SafeText(s string, max int) string {
 const insertSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], $17::text[])
+                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], $17::text[], $18::text[])
         AS u(provider, source_account, environment, event_id, endpoint_id, event_type,
-             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error, occurred_at, dead_outcome)
+             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error, occurred_at, dead_outcome, trace_parent)
 ), ins AS (
     INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
-                               resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error, occurred_at)
+                               resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error, occurred_at, trace_parent)
     SELECT provider, source_account, environment, event_id, endpoint_id, event_type,
            resource_type, resource_id, resource_version, payload::jsonb, raw_body, status,
            CASE WHEN status IN ('ignored', 'dead') THEN now() END,
            CASE WHEN status = 'ignored' THEN 'event type not allowed by endpoint'
                 WHEN status = 'dead' THEN dead_outcome END,
-           last_error, occurred_at
+           last_error, occurred_at, trace_parent
     FROM input
     -- Rows go in in one fixed order (by key), whatever order requests arrived
     -- in: two statements that share keys then wait on each other in one
@@ -326,6 +341,7 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		payloads                                      = make([]*string, 0, n)
 		raws                                          = make([][]byte, 0, n)
 		occurred                                      = make([]*time.Time, 0, n)
+		traceParents                                  = make([]*string, 0, n)
 	)
 	first := make(map[Key]int, n)
 	for i, r := range recs {
@@ -346,13 +362,14 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		status, mkey, msgs = append(status, pr.status), append(mkey, pr.key), append(msgs, pr.msg)
 		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, pr.payload), append(raws, pr.raw)
 		lastErr, outcomes = append(lastErr, pr.lastErr), append(outcomes, pr.outcome)
+		traceParents = append(traceParents, pr.traceParent)
 		if t := r.Event.OccurredAt; t.IsZero() {
 			occurred = append(occurred, nil)
 		} else {
 			occurred = append(occurred, &t)
 		}
 	}
-	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr, occurred, outcomes)
+	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr, occurred, outcomes, traceParents)
 	if err != nil {
 		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
 	}

@@ -29,13 +29,17 @@ WITH picked AS (%s), upd AS (
       AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
     RETURNING w.provider, w.source_account, w.environment, w.event_id, w.event_type, w.endpoint_id,
               CASE WHEN w.resource_id = '' THEN 'event' ELSE w.resource_type END AS rt,
-              CASE WHEN w.resource_id = '' THEN w.event_id ELSE w.resource_id END AS rid
+              CASE WHEN w.resource_id = '' THEN w.event_id ELSE w.resource_id END AS rid,
+              w.trace_parent
 )
 INSERT INTO outbox (message_key, message)
 SELECT concat_ws('/', provider, source_account, environment, rt, rid),
        jsonb_build_object('kind', 'event', 'provider', provider, 'source_account', source_account,
            'environment', environment, 'resource_type', rt, 'resource_id', rid, 'event_id', event_id,
            'event_type', event_type, 'endpoint_id', endpoint_id, 'enqueued_at', now(), 'reason', $1::text)
+           -- the intake's trace, for the relay to link this publication to;
+           -- left out (not null) when the event was received untraced
+           || CASE WHEN trace_parent IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('traceparent', trace_parent) END
 FROM upd`
 
 const dueSQL = `

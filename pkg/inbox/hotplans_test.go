@@ -34,7 +34,7 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 	}
 	versions, payloads, raws, lastErr, occurred := make([]*int64, n), make([]*string, n), make([][]byte, n), make([]*string, n), make([]*time.Time, n)
 	intake := []any{p, a, e, newIDs, text("chargebee-dev"), text("subscription_changed"), text("subscription"), text("sub_1"),
-		versions, payloads, raws, text(StatusPending), text("chargebee/dev-site/test/subscription/sub_1"), text(`{"kind":"event"}`), lastErr, occurred, make([]*string, n)}
+		versions, payloads, raws, text(StatusPending), text("chargebee/dev-site/test/subscription/sub_1"), text(`{"kind":"event"}`), lastErr, occurred, make([]*string, n), make([]*string, n)}
 	now := time.Now()
 	plantest.Run(t, s.Pool, []plantest.Case{
 		{Name: "intake", SQL: insertSQL, Args: intake,

@@ -54,6 +54,10 @@ type Record struct {
 	DeadOutcome string
 	// Raw is kept byte-for-byte when the endpoint asks for it.
 	Raw []byte
+	// TraceParent and TraceState are the W3C trace context of the intake
+	// (Submit sets them from its span): carried in the outbox message, and
+	// the traceparent kept on the row for retries and replays to link to.
+	TraceParent, TraceState string
 
 	// rawOnly stores the payload as raw bytes only: the database refused it
 	// as jsonb.
@@ -69,6 +73,7 @@ type prepared struct {
 	payload          *string
 	raw              []byte
 	lastErr          *string
+	traceParent      *string
 }
 
 // prepare encodes the record's columns and outbox message.
@@ -78,6 +83,9 @@ func (r *Record) prepare(now time.Time) error {
 		return fmt.Errorf("encode outbox message: %w", err)
 	}
 	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), raw: r.Raw}
+	if r.TraceParent != "" {
+		p.traceParent = &r.TraceParent
+	}
 	switch {
 	case r.Malformed != "":
 		outcome := cmp.Or(r.DeadOutcome, OutcomeMalformed)
@@ -117,5 +125,6 @@ func (r *Record) Message(now time.Time) ([]byte, error) {
 	return json.Marshal(message.Message{
 		Kind: message.KindEvent, Resource: r.Resource(), EventID: r.Event.ID, EventType: r.Event.Type,
 		EndpointID: r.Endpoint.ID, EnqueuedAt: now.UTC(), Reason: message.ReasonWebhook,
+		TraceParent: r.TraceParent, TraceState: r.TraceState,
 	})
 }

@@ -50,6 +50,11 @@ type Message struct {
 	EndpointID string    `json:"endpoint_id,omitempty"`
 	EnqueuedAt time.Time `json:"enqueued_at,omitzero"`
 	Reason     string    `json:"reason,omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the event's
+	// intake: the relay continues that trace (a webhook) or links to it (a
+	// retry or replay). Empty when tracing was off.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // Decode parses and checks a record value.

@@ -16,7 +16,11 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+
+	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
 // Defaults for Config.
@@ -299,7 +303,15 @@ func (c *Client) Calls() int64 { return c.calls.Load() }
 func (c *Client) BreakerState() string { return c.breaker.State().String() }
 
 // do sends GET path through the rate limiter and the breaker.
-func (c *Client) do(ctx context.Context, account, path string) ([]byte, error) {
+func (c *Client) do(ctx context.Context, account, path string) (body []byte, err error) {
+	// The span covers the wait for the limiter and the breaker too: a slow
+	// fetch is as often our own rate limit as Stripe's latency.
+	ctx, span := tracing.Start(ctx, "stripe GET", trace.WithSpanKind(trace.SpanKindClient))
+	defer func() { tracing.End(span, err) }()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("http.request.method", http.MethodGet), attribute.String("url.path", strings.SplitN(path, "?", 2)[0]),
+			attribute.String("hookyard.stripe_account", account))
+	}
 	if c.breaker.State() == gobreaker.StateOpen {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, gobreaker.ErrOpenState)
 	}
@@ -311,7 +323,7 @@ func (c *Client) do(ctx context.Context, account, path string) ([]byte, error) {
 	if err := c.limiter.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrLimited, path, err)
 	}
-	body, err := c.breaker.Execute(func() ([]byte, error) {
+	body, err = c.breaker.Execute(func() ([]byte, error) {
 		body, err := c.send(ctx, account, path)
 		if err != nil && ctx.Err() != nil {
 			// The caller gave up: says nothing about Stripe's health.
