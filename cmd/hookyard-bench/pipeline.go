@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 	"github.com/hookyard/hookyard/pkg/db"
+	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 )
 
 // Identities of the whole-pipeline section: one Chargebee endpoint.
