@@ -18,11 +18,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
@@ -71,6 +73,11 @@ type pipeRun struct {
 	RelayBatchRows   float64 `json:"relay_rows_per_batch"`
 	ProcBatchRecords float64 `json:"processor_records_per_batch"`
 	ProcBatchMean    float64 `json:"processor_batch_mean_s"`
+	ActiveBackends   float64 `json:"db_active_backends_mean"`
+	BusyBackends     float64 `json:"db_busy_backends_mean"`
+	OpenBackendsMax  int64   `json:"db_open_backends_max"`
+	ProducesPerSec   float64 `json:"kafka_produce_requests_per_s"`
+	CommitsPerSec    float64 `json:"kafka_offset_commits_per_s"`
 	DevCPU           float64 `json:"dev_cores"`
 	BenchCPU         float64 `json:"bench_cores"`
 	MachineBusy      float64 `json:"machine_busy_cores"`
@@ -102,6 +109,10 @@ type pipeline struct {
 	auth    string
 	tap     *tap
 	stop    func()
+	// produces and commits count the broker's Produce and OffsetCommit
+	// requests: the relay's batches in flight and the processor's
+	// synchronous offset commits (one per partition batch).
+	produces, commits atomic.Int64
 }
 
 func (b *bench) pipelineSection(ctx context.Context) error {
@@ -226,6 +237,15 @@ func (b *bench) startPipeline(ctx context.Context, statistics bool) (p *pipeline
 	if err != nil {
 		return nil, err
 	}
+	// Observe only: an unhandled control function lets kfake go on as usual.
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		p.produces.Add(1)
+		return nil, nil, false
+	})
+	cluster.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
+		p.commits.Add(1)
+		return nil, nil, false
+	})
 	tapCtx, stopTap := context.WithCancel(context.WithoutCancel(ctx))
 	p.tap = &tap{seen: map[string]tapRec{}}
 	tapDone := make(chan struct{})
@@ -372,14 +392,25 @@ func (p *pipeline) measure(ctx context.Context, label, stats string, rate float6
 		return nil, err
 	}
 	cpu0 := readCPU(p.dev.pid())
+	prod0, com0 := p.produces.Load(), p.commits.Load()
 	b.step("pipeline, %s: %s/s open loop for %s", label, fmtRate(rate), d)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan backendSample, 1)
+	go func() { sampled <- p.sampleBackends(sampleCtx) }()
 	cl := loadClient(b.opts.pipeWorkers)
 	st := openLoop(ctx, cl, p.url, p.delivery(prefix), rate, d, b.opts.pipeWorkers)
 	cl.CloseIdleConnections()
+	stopSampling()
+	bs := <-sampled
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if bs.n > 0 {
+		r.ActiveBackends, r.BusyBackends = float64(bs.active)/float64(bs.n), float64(bs.busy)/float64(bs.n)
+	}
+	r.OpenBackendsMax = bs.maxOpen
 	cpu1 := readCPU(p.dev.pid())
+	prod1, com1 := p.produces.Load(), p.commits.Load()
 	drainStart := time.Now()
 	if r.Pending, err = p.drain(ctx); err != nil {
 		return nil, err
@@ -398,6 +429,8 @@ func (p *pipeline) measure(ctx context.Context, label, stats string, rate float6
 		r.DevCPU = (cpu1.proc - cpu0.proc) / el
 		r.BenchCPU = (cpu1.self - cpu0.self) / el
 		r.MachineBusy = (cpu1.busy - cpu0.busy) / el
+		r.ProducesPerSec = float64(prod1-prod0) / el
+		r.CommitsPerSec = float64(com1-com0) / el
 	}
 	delta := func(k string) float64 { return after[k] - before[k] }
 	if n := delta("hookyard_outbox_batch_rows_count"); n > 0 {
@@ -456,6 +489,41 @@ WHERE endpoint_id = $1 AND event_id LIKE $2`, pipeEndpoint, prefix+"%")
 		r.Pending += r.Accepted - r.Rows
 	}
 	return nil
+}
+
+// backendSample sums what pg_stat_activity showed of the services'
+// connections to the section's database over n samples: running a query
+// (active), running one or holding a transaction open (busy), and the most
+// connections open at once.
+type backendSample struct {
+	n, active, busy, maxOpen int64
+}
+
+// sampleBackends looks at pg_stat_activity every 20 ms until ctx ends: how
+// much of `hookyard dev`'s one pool (24 conns) its services keep busy.
+func (p *pipeline) sampleBackends(ctx context.Context) backendSample {
+	var s backendSample
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return s
+		case <-t.C:
+		}
+		var active, busy, open int64
+		err := p.pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE state = 'active' OR state LIKE 'idle in transaction%'), count(*)
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+  AND application_name NOT LIKE 'hookyard-bench%'`).Scan(&active, &busy, &open)
+		if err != nil {
+			continue
+		}
+		s.n++
+		s.active += active
+		s.busy += busy
+		s.maxOpen = max(s.maxOpen, open)
+	}
 }
 
 // noStatistics reports whether none of the pipeline's tables has a row
@@ -648,6 +716,12 @@ func (b *bench) printPipeline(runs []*pipeRun, best *pipeRun, searchErr error) {
 	add("relay rows per batch", func(r *pipeRun) string { return fmt.Sprintf("%.1f", r.RelayBatchRows) })
 	add("processor records per batch / mean batch time", func(r *pipeRun) string {
 		return fmt.Sprintf("%.1f / %s", r.ProcBatchRecords, fmtDur(secs(r.ProcBatchMean)))
+	})
+	add("dev's Postgres conns: mean active / mean busy (active or in transaction) / max open", func(r *pipeRun) string {
+		return fmt.Sprintf("%.1f / %.1f / %d", r.ActiveBackends, r.BusyBackends, r.OpenBackendsMax)
+	})
+	add("Kafka requests/s: produce / offset commit", func(r *pipeRun) string {
+		return fmtRate(r.ProducesPerSec) + " / " + fmtRate(r.CommitsPerSec)
 	})
 	add("CPU cores: hookyard dev / bench (load, kfake) / machine", func(r *pipeRun) string {
 		return fmt.Sprintf("%.2f / %.2f / %.2f", r.DevCPU, r.BenchCPU, r.MachineBusy)
