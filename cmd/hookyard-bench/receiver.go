@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -265,9 +267,14 @@ func startReceiver(ctx context.Context, bin, cfgPath, dbURL string, passLog bool
 	if err != nil {
 		return nil, err
 	}
+	// `hookyard receiver` refuses to start without an ops token of its own
+	// (the dev token is for `hookyard dev` only); nothing here uses it.
+	var tok [24]byte
+	_, _ = rand.Read(tok[:])
 	// Later entries win: the bench's database, never the caller's DATABASE_URL.
 	return startHookyard(ctx, bin, cfgPath, "receiver", addr, passLog, progress,
-		"DATABASE_URL="+dbURL, "HTTP_ADDR="+addr, "METRICS_ADDR="+metricsAddr, "LOG_LEVEL=warn")
+		"DATABASE_URL="+dbURL, "HTTP_ADDR="+addr, "METRICS_ADDR="+metricsAddr, "LOG_LEVEL=warn",
+		"OPS_TOKEN="+hex.EncodeToString(tok[:]), "OPS_TOKEN_FILE=")
 }
 
 // startHookyard runs `hookyard -config cfgPath cmd` with env added to the
