@@ -70,17 +70,18 @@ type pipeRun struct {
 	Breakdown [3]pct  `json:"breakdown"` // received → produced, produced → fetched, fetched → processed
 	Tapped    int64   `json:"tapped"`
 
-	RelayBatchRows   float64 `json:"relay_rows_per_batch"`
-	ProcBatchRecords float64 `json:"processor_records_per_batch"`
-	ProcBatchMean    float64 `json:"processor_batch_mean_s"`
-	ActiveBackends   float64 `json:"db_active_backends_mean"`
-	BusyBackends     float64 `json:"db_busy_backends_mean"`
-	OpenBackendsMax  int64   `json:"db_open_backends_max"`
-	ProducesPerSec   float64 `json:"kafka_produce_requests_per_s"`
-	CommitsPerSec    float64 `json:"kafka_offset_commits_per_s"`
-	DevCPU           float64 `json:"dev_cores"`
-	BenchCPU         float64 `json:"bench_cores"`
-	MachineBusy      float64 `json:"machine_busy_cores"`
+	RelayBatchRows   float64          `json:"relay_rows_per_batch"`
+	ProcBatchRecords float64          `json:"processor_records_per_batch"`
+	ProcBatchMean    float64          `json:"processor_batch_mean_s"`
+	ActiveBackends   float64          `json:"db_active_backends_mean"`
+	BusyBackends     float64          `json:"db_busy_backends_mean"`
+	OpenBackendsMax  int64            `json:"db_open_backends_max"`
+	SeqScans         map[string]int64 `json:"seq_scan_rows_read"`
+	ProducesPerSec   float64          `json:"kafka_produce_requests_per_s"`
+	CommitsPerSec    float64          `json:"kafka_offset_commits_per_s"`
+	DevCPU           float64          `json:"dev_cores"`
+	BenchCPU         float64          `json:"bench_cores"`
+	MachineBusy      float64          `json:"machine_busy_cores"`
 
 	lat []time.Duration
 }
@@ -396,6 +397,10 @@ func (p *pipeline) measure(ctx context.Context, label, stats string, rate float6
 	if err != nil {
 		return nil, err
 	}
+	seq0, err := p.seqScans(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cpu0 := readCPU(p.dev.pid())
 	prod0, com0 := p.produces.Load(), p.commits.Load()
 	b.step("pipeline, %s: %s/s open loop for %s", label, fmtRate(rate), d)
@@ -421,6 +426,16 @@ func (p *pipeline) measure(ctx context.Context, label, stats string, rate float6
 		return nil, err
 	}
 	r.DrainSec = time.Since(drainStart).Seconds()
+	seq1, err := p.seqScans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.SeqScans = map[string]int64{}
+	for t, n := range seq1 {
+		if d := n - seq0[t]; d > 0 {
+			r.SeqScans[t] = d
+		}
+	}
 	after, err := p.scrape(ctx)
 	if err != nil {
 		return nil, err
@@ -494,6 +509,28 @@ WHERE endpoint_id = $1 AND event_id LIKE $2`, pipeEndpoint, prefix+"%")
 		r.Pending += r.Accepted - r.Rows
 	}
 	return nil
+}
+
+// seqScans reads, per table, the rows sequential scans have read so far: a
+// plan that scans a growing table shows here first. The statistics
+// collector reports with a delay of up to a second (PGSTAT_MIN_INTERVAL),
+// which the drain covers.
+func (p *pipeline) seqScans(ctx context.Context) (map[string]int64, error) {
+	rows, err := p.pool.Query(ctx, `SELECT relname, coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = ANY($1)`, pipeTables)
+	if err != nil {
+		return nil, fmt.Errorf("read seq scans: %w", err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var t string
+		var n int64
+		if err := rows.Scan(&t, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read seq scans: %w", err)
+		}
+		out[t] = n
+	}
+	return out, rows.Err()
 }
 
 // backendSample sums what pg_stat_activity showed of the services'
@@ -724,6 +761,18 @@ func (b *bench) printPipeline(runs []*pipeRun, best *pipeRun, searchErr error) {
 	})
 	add("dev's Postgres conns: mean active / mean busy (active or in transaction) / max open", func(r *pipeRun) string {
 		return fmt.Sprintf("%.1f / %.1f / %d", r.ActiveBackends, r.BusyBackends, r.OpenBackendsMax)
+	})
+	add("rows read by sequential scans during the run", func(r *pipeRun) string {
+		var parts []string
+		for _, t := range pipeTables {
+			if n := r.SeqScans[t]; n > 0 {
+				parts = append(parts, t+" "+fmtInt(n))
+			}
+		}
+		if len(parts) == 0 {
+			return "0"
+		}
+		return strings.Join(parts, ", ")
 	})
 	add("Kafka requests/s: produce / offset commit", func(r *pipeRun) string {
 		return fmtRate(r.ProducesPerSec) + " / " + fmtRate(r.CommitsPerSec)
