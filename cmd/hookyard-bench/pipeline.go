@@ -76,6 +76,8 @@ type pipeRun struct {
 	ActiveBackends   float64          `json:"db_active_backends_mean"`
 	BusyBackends     float64          `json:"db_busy_backends_mean"`
 	OpenBackendsMax  int64            `json:"db_open_backends_max"`
+	PingP50          float64          `json:"db_select1_p50_s"`
+	PingP99          float64          `json:"db_select1_p99_s"`
 	SeqScans         map[string]int64 `json:"seq_scan_rows_read"`
 	ProducesPerSec   float64          `json:"kafka_produce_requests_per_s"`
 	CommitsPerSec    float64          `json:"kafka_offset_commits_per_s"`
@@ -419,6 +421,8 @@ func (p *pipeline) measure(ctx context.Context, label, stats string, rate float6
 		r.ActiveBackends, r.BusyBackends = float64(bs.active)/float64(bs.n), float64(bs.busy)/float64(bs.n)
 	}
 	r.OpenBackendsMax = bs.maxOpen
+	slices.Sort(bs.pings)
+	r.PingP50, r.PingP99 = percentile(bs.pings, 0.5).Seconds(), percentile(bs.pings, 0.99).Seconds()
 	cpu1 := readCPU(p.dev.pid())
 	prod1, com1 := p.produces.Load(), p.commits.Load()
 	drainStart := time.Now()
@@ -539,6 +543,7 @@ func (p *pipeline) seqScans(ctx context.Context) (map[string]int64, error) {
 // connections open at once.
 type backendSample struct {
 	n, active, busy, maxOpen int64
+	pings                    []time.Duration // SELECT 1 round trips
 }
 
 // sampleBackends looks at pg_stat_activity every 20 ms until ctx ends: how
@@ -552,6 +557,10 @@ func (p *pipeline) sampleBackends(ctx context.Context) backendSample {
 		case <-ctx.Done():
 			return s
 		case <-t.C:
+		}
+		t0 := time.Now()
+		if _, err := p.pool.Exec(ctx, `SELECT 1`); err == nil {
+			s.pings = append(s.pings, time.Since(t0))
 		}
 		var active, busy, open int64
 		err := p.pool.QueryRow(ctx, `
@@ -761,6 +770,9 @@ func (b *bench) printPipeline(runs []*pipeRun, best *pipeRun, searchErr error) {
 	})
 	add("dev's Postgres conns: mean active / mean busy (active or in transaction) / max open", func(r *pipeRun) string {
 		return fmt.Sprintf("%.1f / %.1f / %d", r.ActiveBackends, r.BusyBackends, r.OpenBackendsMax)
+	})
+	add("bench's SELECT 1 round trip during the run p50 / p99", func(r *pipeRun) string {
+		return fmtDur(secs(r.PingP50)) + " / " + fmtDur(secs(r.PingP99))
 	})
 	add("rows read by sequential scans during the run", func(r *pipeRun) string {
 		var parts []string
