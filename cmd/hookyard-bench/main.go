@@ -285,6 +285,8 @@ type bench struct {
 	pool     *pgxpool.Pool // administration: truncates, COPY, counts
 	tables   []*table      // printed so far, for the results file
 
+	machineInfo *machineInfo // read once, while the pool is open
+
 	tmpDir string // holds the hookyard binary when the bench built it
 	binary string
 }
@@ -375,6 +377,7 @@ func (b *bench) printEnvironment(ctx context.Context) error {
 	if err := b.pool.QueryRow(ctx, `SELECT split_part(version(), ' on ', 1), current_setting('synchronous_commit')`).Scan(&version, &syncCommit); err != nil {
 		return fmt.Errorf("read server version: %w", err)
 	}
+	b.machine(ctx) // kept for the results file: the pool is closed when it is written
 	t := newTable("hookyard-bench", "setting", "value")
 	t.add("cpus (GOMAXPROCS)", fmt.Sprintf("%d (%d)", runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 	t.add("go", runtime.Version())

@@ -156,7 +156,7 @@ func (b *bench) pipelineSection(ctx context.Context) error {
 		best = r
 	}
 	rates := b.opts.pipeRates
-	if !r.ok() {
+	if !r.ok() && len(rates) > 0 {
 		// The fixed rate missed already: look below it instead.
 		rates = []float64{b.opts.pipeRate / 2, b.opts.pipeRate / 4, b.opts.pipeRate / 8}
 	}

@@ -53,7 +53,12 @@ type sectionJSON struct {
 	Data   any        `json:"data,omitempty"`
 }
 
+// machine describes the machine; it reads the server's version while the
+// bench's pool is open (printEnvironment) and keeps it for the results.
 func (b *bench) machine(ctx context.Context) machineInfo {
+	if b.machineInfo != nil {
+		return *b.machineInfo
+	}
 	m := machineInfo{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
 		OS: runtime.GOOS, Arch: runtime.GOARCH}
 	m.Hostname, _ = os.Hostname()
@@ -71,6 +76,7 @@ func (b *bench) machine(ctx context.Context) machineInfo {
 	if b.pool != nil {
 		_ = b.pool.QueryRow(ctx, `SELECT version(), current_setting('synchronous_commit')`).Scan(&m.Postgres, &m.SynchronousCommit)
 	}
+	b.machineInfo = &m
 	return m
 }
 
