@@ -31,7 +31,7 @@ test-kafka: ## the Kafka-facing tests and the broker-failure runs against `make 
 test-short:
 	$(GO) test -count=1 -short ./...
 
-bench: ## receiver vs pgbench, processor throughput; prints tables
+bench: ## receiver vs pgbench, processor, relay, whole pipeline; prints tables, writes bench-results/*.json
 	$(GO) run ./cmd/hookyard-bench
 
 fuzz: ## every fuzz target, FUZZTIME each (default 30s)

@@ -223,7 +223,7 @@ func (b *bench) printInbox(rs []inboxResult) {
 		})
 	}
 	t.note("Each size in a fresh schema with autovacuum off on its tables: the preloaded events are processed rows of the same account; the new events are COPYed pending and produced to an in-process kfake topic (%d partitions), and one processor (pool of %d conns) runs until none is pending, first on tables never analyzed, then again with new events after ANALYZE. The cost per event must not grow with the inbox.", b.opts.partitions, b.opts.procConns)
-	t.print(b.out)
+	b.emit(t)
 }
 
 // copyPending writes evs as pending inbox rows of ep with COPY.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,10 +97,12 @@ func outboxMessageJSON(eventID string) []byte {
 	return b
 }
 
-// signedReq is one delivery ready to send.
+// signedReq is one delivery ready to send: its body and its credential,
+// sent in header (Stripe's signature header when empty).
 type signedReq struct {
-	body []byte
-	sig  string
+	body   []byte
+	sig    string
+	header string
 }
 
 func newSignedReq(eventID string, sub int, now time.Time) signedReq {
@@ -150,6 +153,10 @@ type loadStats struct {
 	firstErr  string
 	lat       []time.Duration // accepted deliveries only
 	elapsed   time.Duration
+	// sent and sendSpan are the open loop's dispatches: how many deliveries
+	// were handed to a worker, and the time from the first to the last.
+	sent     int64
+	sendSpan time.Duration
 }
 
 func (s *loadStats) merge(o *loadStats) {
@@ -231,7 +238,7 @@ func post(ctx context.Context, cl *http.Client, url string, r signedReq, st *loa
 		return false
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(stripe.SignatureHeader, r.sig)
+	req.Header.Set(cmp.Or(r.header, stripe.SignatureHeader), r.sig)
 	resp, err := cl.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -301,7 +308,7 @@ func closedLoop(ctx context.Context, cl *http.Client, url string, srcs []*source
 // take: a ticker releases the deliveries that are due to a pool of workers,
 // and each latency is measured from the delivery's scheduled time, so time
 // spent queued behind a slow answer counts (no coordinated omission).
-func openLoop(ctx context.Context, cl *http.Client, url string, src *source, rate float64, d time.Duration, workers int) loadStats {
+func openLoop(ctx context.Context, cl *http.Client, url string, get func(n int) signedReq, rate float64, d time.Duration, workers int) loadStats {
 	total := int(rate * d.Seconds())
 	type job struct {
 		n     int
@@ -316,7 +323,7 @@ func openLoop(ctx context.Context, cl *http.Client, url string, src *source, rat
 		wg.Go(func() {
 			st := &stats[w]
 			for j := range jobs {
-				if post(ctx, cl, url, src.get(j.n), st) {
+				if post(ctx, cl, url, get(j.n), st) {
 					st.lat = append(st.lat, time.Since(j.sched))
 				}
 				lastDone.Store(int64(time.Since(start)))
@@ -326,6 +333,7 @@ func openLoop(ctx context.Context, cl *http.Client, url string, src *source, rat
 	interval := time.Duration(float64(time.Second) / rate)
 	tick := time.NewTicker(time.Millisecond)
 	next := 0
+	var lastSent time.Duration
 dispatch:
 	for next < total {
 		select {
@@ -339,6 +347,7 @@ dispatch:
 				}
 				jobs <- job{n: next, sched: sched}
 				next++
+				lastSent = time.Since(start)
 			}
 		}
 	}
@@ -350,6 +359,7 @@ dispatch:
 		out.merge(&stats[i])
 	}
 	out.elapsed = time.Duration(lastDone.Load())
+	out.sent, out.sendSpan = int64(next), lastSent
 	slices.Sort(out.lat)
 	return out
 }

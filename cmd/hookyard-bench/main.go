@@ -11,7 +11,14 @@
 //     rows, on tables without statistics and analyzed; the cost per event
 //     must not grow with the inbox;
 //   - relay: rows per second from a preloaded outbox to Kafka, with one and
-//     two relays, beside Postgres alone claiming and deleting the rows.
+//     two relays, beside Postgres alone claiming and deleting the rows;
+//   - pipeline: `hookyard dev` from an empty database under open-loop
+//     signed Chargebee deliveries, latency processed_at - received_at from
+//     the inbox, without statistics and analyzed, and the highest rate that
+//     keeps p99 within a second.
+//
+// Every table also goes to bench-results/<start time>.json with the flags
+// and the machine, so that runs can be compared.
 //
 // It works in its own database (hookyard_bench by default) and truncates its
 // tables between phases; it never touches the development database. Numbers
@@ -47,7 +54,19 @@ const DBURLDefault = "postgres://postgres@127.0.0.1:5432/hookyard_bench?sslmode=
 // options are the command line.
 type options struct {
 	receiver, processor, relay bool
-	inbox                      bool
+	inbox, pipeline            bool
+
+	args       []string          // the command line, for the results file
+	flags      map[string]string // every flag's value, defaults included
+	resultsDir string
+
+	pipeDuration, pipeSearchDuration time.Duration
+	pipeWarmup, pipeDrain            time.Duration
+	pipeRate                         float64
+	pipeRates                        []float64
+	pipeWorkers                      int
+	pipeSubs                         int
+	pipeSyncCommit                   string
 
 	dbURL       string
 	duration    time.Duration
@@ -85,6 +104,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.receiver, "receiver", false, "run section A: receiver vs the Postgres ceiling (default: all sections)")
 	fs.BoolVar(&o.processor, "processor", false, "run section B: processor throughput (default: all sections)")
 	fs.BoolVar(&o.relay, "relay", false, "run section C: outbox relay throughput vs the Postgres ceiling (default: all sections)")
+	fs.BoolVar(&o.pipeline, "pipeline", false, "run section D: the whole pipeline (`hookyard dev`) under open-loop signed load, latency from the inbox (default: all sections)")
+	fs.Float64Var(&o.pipeRate, "pipeline-rate", 1000, "D: events/s of the two fixed-rate runs (fresh database without statistics, then analyzed)")
+	fs.DurationVar(&o.pipeDuration, "pipeline-duration", 60*time.Second, "D: length of each fixed-rate run")
+	pipeRates := fs.String("pipeline-rates", "1500,2000,2500,3000,4000,5000", "D: rates tried in turn after the analyzed run, on its database, until one misses p99 ≤ 1 s; the highest that held is printed (if the fixed rate missed, half, a quarter and an eighth of it are tried instead)")
+	fs.DurationVar(&o.pipeSearchDuration, "pipeline-search-duration", 20*time.Second, "D: length of each run of the rate search")
+	fs.DurationVar(&o.pipeWarmup, "pipeline-warmup", 5*time.Second, "D: open-loop load at the run's rate before the measured runs (not measured)")
+	fs.DurationVar(&o.pipeDrain, "pipeline-drain", 30*time.Second, "D: how long after a run's last delivery its events may take to be processed; one still pending counts as late")
+	fs.IntVar(&o.pipeWorkers, "pipeline-workers", 128, "D: concurrent HTTP senders (keep-alive connections) of the open loop")
+	fs.IntVar(&o.pipeSubs, "pipeline-subscriptions", 10_000, "D: distinct Chargebee subscriptions the events are about")
+	fs.StringVar(&o.pipeSyncCommit, "pipeline-synchronous-commit", "", "D: synchronous_commit for the section's database (ALTER DATABASE … SET; empty: the server's), to see what a commit's WAL flush costs")
+	fs.StringVar(&o.resultsDir, "results-dir", "bench-results", "write every table, the flags and the machine to DIR/<start time>.json (empty: no file)")
 	fs.BoolVar(&o.inbox, "inbox", false, "run section B3: processor events/s at each -inbox-rows inbox size, without statistics and analyzed (default: all sections)")
 	inboxRows := fs.String("inbox-rows", "10000,1000000", "B3: comma-separated inbox sizes (finished events preloaded with generate_series) to measure the processor on")
 	fs.IntVar(&o.inboxEvents, "inbox-events", 20_000, "B3: new events processed at each inbox size, once without statistics and once analyzed")
@@ -122,8 +152,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	o.seed = *seed
-	if !o.receiver && !o.processor && !o.relay && !o.inbox {
-		o.receiver, o.processor, o.relay, o.inbox = true, true, true, true
+	o.args = args
+	o.flags = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { o.flags[f.Name] = f.Value.String() })
+	if !o.receiver && !o.processor && !o.relay && !o.inbox && !o.pipeline {
+		o.receiver, o.processor, o.relay, o.inbox, o.pipeline = true, true, true, true, true
+	}
+	for _, s := range strings.Split(*pipeRates, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			return o, fmt.Errorf("-pipeline-rates: %q is not a positive number", s)
+		}
+		o.pipeRates = append(o.pipeRates, v)
 	}
 	o.relayBatch = cmp.Or(o.relayBatch, outboxrelay.BatchSizeDefault)
 	o.relayInFlight = cmp.Or(o.relayInFlight, outboxrelay.InFlightDefault)
@@ -166,6 +209,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-inbox-rows needs at least one size and -inbox-events must be positive")
 	case o.procConns < 1:
 		return o, errors.New("-proc-conns must be at least 1")
+	case o.pipeRate <= 0 || o.pipeDuration < time.Second || o.pipeSearchDuration < time.Second:
+		return o, errors.New("-pipeline-rate must be positive, -pipeline-duration and -pipeline-search-duration at least 1s")
+	case o.pipeWorkers < 1 || o.pipeSubs < 1 || o.pipeDrain < time.Second || o.pipeWarmup < 0:
+		return o, errors.New("-pipeline-workers and -pipeline-subscriptions must be positive, -pipeline-drain at least 1s, -pipeline-warmup not negative")
 	}
 	return o, nil
 }
@@ -208,8 +255,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	b := &bench{opts: o, out: stdout, progress: stderr, log: slog.New(slog.DiscardHandler)}
 	start := time.Now()
-	if err := b.run(ctx); err != nil {
-		fmt.Fprintln(stderr, "hookyard-bench:", err)
+	runErr := b.run(ctx)
+	defer b.cleanup()
+	if o.resultsDir != "" && len(b.tables) > 0 {
+		// Written even when a section failed: the others' numbers stand.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		path, err := b.writeResults(wctx, o.resultsDir, start, runErr)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(stderr, "hookyard-bench:", err)
+		} else {
+			b.step("results written to %s", path)
+		}
+	}
+	if runErr != nil {
+		fmt.Fprintln(stderr, "hookyard-bench:", runErr)
 		return 1
 	}
 	b.step("done in %s", time.Since(start).Round(time.Second))
@@ -223,6 +283,38 @@ type bench struct {
 	progress io.Writer // what is running now
 	log      *slog.Logger
 	pool     *pgxpool.Pool // administration: truncates, COPY, counts
+	tables   []*table      // printed so far, for the results file
+
+	machineInfo *machineInfo // read once, while the pool is open
+
+	tmpDir string // holds the hookyard binary when the bench built it
+	binary string
+}
+
+// hookyardBinary returns -bin, or builds the module root's binary once.
+func (b *bench) hookyardBinary(ctx context.Context) (string, error) {
+	if b.opts.bin != "" {
+		return b.opts.bin, nil
+	}
+	if b.binary != "" {
+		return b.binary, nil
+	}
+	dir, err := os.MkdirTemp("", "hookyard-bench-bin-")
+	if err != nil {
+		return "", fmt.Errorf("temp dir: %w", err)
+	}
+	b.tmpDir = dir
+	b.step("building the hookyard binary")
+	if b.binary, err = buildHookyard(ctx, dir); err != nil {
+		return "", err
+	}
+	return b.binary, nil
+}
+
+func (b *bench) cleanup() {
+	if b.tmpDir != "" {
+		_ = os.RemoveAll(b.tmpDir)
+	}
 }
 
 // step reports progress on stderr so that stdout holds only the tables.
@@ -243,6 +335,11 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	b.pool = pool
+	// A run stopped during pgbench leaves the trigger off; every section
+	// but pgbench's ceiling runs with it, as hookyard does.
+	if err := b.setNotifyTrigger(ctx, true); err != nil {
+		return err
+	}
 	if err := b.printEnvironment(ctx); err != nil {
 		return err
 	}
@@ -267,6 +364,11 @@ func (b *bench) run(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("relay section: %w", err))
 		}
 	}
+	if b.opts.pipeline && ctx.Err() == nil {
+		if err := b.pipelineSection(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("pipeline section: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -275,6 +377,7 @@ func (b *bench) printEnvironment(ctx context.Context) error {
 	if err := b.pool.QueryRow(ctx, `SELECT split_part(version(), ' on ', 1), current_setting('synchronous_commit')`).Scan(&version, &syncCommit); err != nil {
 		return fmt.Errorf("read server version: %w", err)
 	}
+	b.machine(ctx) // kept for the results file: the pool is closed when it is written
 	t := newTable("hookyard-bench", "setting", "value")
 	t.add("cpus (GOMAXPROCS)", fmt.Sprintf("%d (%d)", runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 	t.add("go", runtime.Version())
@@ -283,7 +386,7 @@ func (b *bench) printEnvironment(ctx context.Context) error {
 	t.add("database", redactURL(b.opts.dbURL))
 	t.add("duration per receiver phase", b.opts.duration.String())
 	t.add("concurrency C", strconv.Itoa(b.opts.concurrency))
-	t.print(b.out)
+	b.emit(t)
 	return nil
 }
 

@@ -487,7 +487,7 @@ func (b *bench) printVersioned(rs []procResult) {
 	addRow(t, rs, "projection rows", func(r procResult) string { return fmtInt(r.projections) })
 	addBatchRows(t, rs)
 	t.note("Inbox rows loaded with COPY and records produced straight to an in-process kfake topic (no receiver, no relay); one processor, pool of %d conns, wall time from processor.Run until no inbox row is pending (polled every 100 ms). Each subscription's versions arrive pairwise swapped, so the expected stale share is ~half.", b.opts.procConns)
-	t.print(b.out)
+	b.emit(t)
 }
 
 func (b *bench) printFetched(rs []procResult) {
@@ -512,5 +512,5 @@ func (b *bench) printFetched(rs []procResult) {
 		client = fmt.Sprintf("a transport keeping %d idle conns per host", b.opts.stripeIdleConns)
 	}
 	t.note("stripesim behind httptest, stripeapi client with %s, rate limit 100k/s. A partition's batch fetches each distinct subscription once (up to 8 at a time), with no transaction open; then writes in one transaction.", client)
-	t.print(b.out)
+	b.emit(t)
 }

@@ -237,7 +237,7 @@ func (b *bench) printRelay(runs []relayRun) {
 	t.note("Ceiling: the relay's own claim loop (FOR UPDATE SKIP LOCKED, %d rows per batch, %d batches in flight, DELETE + COMMIT) with a publisher that acknowledges at once: Postgres alone. The best of its runs is the ceiling.", o.relayBatch, o.relayInFlight)
 	t.note("relay → kfake: the same relays producing to an in-process kfake (%d partitions, acks=all, idempotent), which shares the CPUs with them and with Postgres. Each relay has a pool of its own; time from Run until every row is acknowledged and deleted.", o.partitions)
 	t.note("Goal: ≥ 100,000 rows/s and ≥ 0.5 of the ceiling.")
-	t.print(b.out)
+	b.emit(t)
 }
 
 func verdict(ok bool) string {

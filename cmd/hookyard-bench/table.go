@@ -15,6 +15,7 @@ type table struct {
 	header []string
 	rows   [][]string
 	notes  []string
+	data   any // the section's numbers for the JSON results, if any
 }
 
 func newTable(title string, header ...string) *table {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/chargebee"
+)
+
+func TestPipelineDeliveryIsAnAuthenticChargebeeSnapshotVersionedBySendTime(t *testing.T) {
+	t.Parallel()
+	p := &pipeline{b: &bench{opts: options{pipeSubs: 7}},
+		auth: "Basic " + base64.StdEncoding.EncodeToString([]byte("bench:s3cret"))}
+	ep := &provider.Endpoint{ID: pipeEndpoint, Provider: provider.Chargebee, SourceAccount: pipeSite, Environment: "test",
+		Secrets: []string{"bench:s3cret"}}
+	before := time.Now().UnixMilli()
+	r := p.delivery("m_")(12)
+	after := time.Now().UnixMilli()
+	h := http.Header{}
+	h.Set(r.header, r.sig)
+	ev, err := chargebee.Verifier{}.Verify(ep, h, r.body, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "m_12", ev.ID)
+	require.Equal(t, "subscription", ev.ResourceType)
+	require.Equal(t, "sub_5", ev.ResourceID, "event 12 of 7 subscriptions")
+	require.NotNil(t, ev.Version)
+	require.GreaterOrEqual(t, *ev.Version, before)
+	require.LessOrEqual(t, *ev.Version, after)
+
+	h.Set(r.header, "Basic "+base64.StdEncoding.EncodeToString([]byte("bench:wrong")))
+	_, err = chargebee.Verifier{}.Verify(ep, h, r.body, time.Now())
+	require.ErrorIs(t, err, provider.ErrUnauthenticated)
+}
+
+func TestPipelineDatabaseIsNeverTheBenchDatabaseItself(t *testing.T) {
+	t.Parallel()
+	u, name, err := pipelineDBURL("postgres://u:pw@db.example:5433/hookyard_bench?sslmode=disable")
+	require.NoError(t, err)
+	require.Equal(t, "hookyard_bench_pipeline", name)
+	require.Equal(t, "postgres://u:pw@db.example:5433/hookyard_bench_pipeline?sslmode=disable", u)
+
+	_, _, err = pipelineDBURL("postgres://u@db.example:5433?sslmode=disable")
+	require.Error(t, err, "a URL without a database name must not make the section drop one")
+}
+
+func TestDevMetricsAreSummedOverTheirLabels(t *testing.T) {
+	t.Parallel()
+	text := `# HELP hookyard_processor_records_total x
+# TYPE hookyard_processor_records_total counter
+hookyard_processor_records_total 120
+hookyard_outbox_batch_rows_sum 300
+hookyard_outbox_batch_rows_count 20
+hookyard_projection_outcomes_total{outcome="applied",provider="chargebee"} 5
+hookyard_projection_outcomes_total{outcome="stale",provider="chargebee"} 2.5
+hookyard_receiver_events_total{endpoint="a b",result="accepted"} 7 1700000000000
+hookyard_weird NaN
+`
+	m, err := parseMetrics(strings.NewReader(text))
+	require.NoError(t, err)
+	require.Equal(t, 120.0, m["hookyard_processor_records_total"])
+	require.Equal(t, 300.0, m["hookyard_outbox_batch_rows_sum"])
+	require.Equal(t, 20.0, m["hookyard_outbox_batch_rows_count"])
+	require.Equal(t, 7.5, m["hookyard_projection_outcomes_total"])
+	require.Equal(t, 7.0, m["hookyard_receiver_events_total"], "a label value with a space and a timestamp after the value")
+	require.NotContains(t, m, "hookyard_weird")
+}
+
+func TestARateHoldsOnlyWhenEveryEventIsProcessedWithinTheGoal(t *testing.T) {
+	t.Parallel()
+	good := pipeRun{Rate: 1000, AcceptRate: 990, HTTPErrors: "0", P99: 0.5, HTTPP99: 0.1}
+	require.True(t, good.ok())
+	for name, mut := range map[string]func(*pipeRun){
+		"p99 over 1 s":          func(r *pipeRun) { r.P99 = 1.2 },
+		"receiver answers late": func(r *pipeRun) { r.HTTPP99 = 1.5 },
+		"events left pending":   func(r *pipeRun) { r.Pending = 1 },
+		"deliveries failed":     func(r *pipeRun) { r.HTTPErrors = "3×HTTP 503" },
+		"receiver fell behind":  func(r *pipeRun) { r.AcceptRate = 900 },
+	} {
+		r := good
+		mut(&r)
+		require.False(t, r.ok(), name)
+	}
+}
+
+func TestResultsFileHoldsEveryPrintedTableTheFlagsAndTheMachine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := &bench{out: io.Discard, opts: options{args: []string{"-pipeline"}, flags: map[string]string{"pipeline-rate": "1000"}}}
+	t1 := newTable("A. first", "measure", "value")
+	t1.add("x", "1")
+	t1.data = map[string]any{"p99_s": 0.05}
+	b.emit(t1)
+	t2 := newTable("D. second", "measure", "value")
+	t2.note("a note")
+	b.emit(t2)
+	started := time.Date(2026, 11, 30, 16, 5, 7, 0, time.UTC)
+	path, err := b.writeResults(context.Background(), dir, started, nil)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(dir, "2026-11-30T160507Z.json"), path, "RFC 3339 in UTC, without colons, sorts by time")
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var got resultsFile
+	require.NoError(t, json.Unmarshal(raw, &got))
+	require.Equal(t, []string{"-pipeline"}, got.Args)
+	require.Equal(t, "1000", got.Flags["pipeline-rate"])
+	require.Positive(t, got.Machine.CPUs)
+	require.NotEmpty(t, got.Machine.GoVersion)
+	require.Len(t, got.Sections, 2)
+	require.Equal(t, "A. first", got.Sections[0].Title)
+	require.Equal(t, [][]string{{"x", "1"}}, got.Sections[0].Rows)
+	require.Equal(t, map[string]any{"p99_s": 0.05}, got.Sections[0].Data)
+	require.Equal(t, []string{"a note"}, got.Sections[1].Notes)
+}
+
+func TestPgbenchCeilingRunsWithoutTheOutboxNotifyTriggerAndPutsItBack(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	b := &bench{pool: s.Pool}
+	state := func() string {
+		var st string
+		require.NoError(t, s.Pool.QueryRow(context.Background(),
+			`SELECT tgenabled::text FROM pg_trigger WHERE tgname = 'outbox_notify' AND tgrelid = 'outbox'::regclass`).Scan(&st))
+		return st
+	}
+	require.Equal(t, "O", state(), "migrated: on")
+	require.NoError(t, b.setNotifyTrigger(context.Background(), false))
+	require.Equal(t, "D", state())
+	require.NoError(t, b.setNotifyTrigger(context.Background(), true))
+	require.Equal(t, "O", state())
+}
