@@ -4,7 +4,7 @@ DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hookyard?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/hookyard_test?sslmode=disable
 export DATABASE_URL TEST_DATABASE_URL
 
-.PHONY: run test test-short bench fuzz build vet lint
+.PHONY: run test test-short bench fuzz build vet lint demo
 
 run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092
 	$(GO) run . dev
@@ -25,3 +25,6 @@ bench: ## receiver vs pgbench, processor throughput; prints tables
 
 fuzz: ## every fuzz target, FUZZTIME each (default 30s)
 	bash scripts/fuzz.sh
+
+demo: ## with `make run` in another shell: a cancellation delivered before a stale "active" event
+	$(GO) run . demo

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookyard/hookyard/internal/demo"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/fence"
@@ -37,6 +38,12 @@ Services (scale each separately):
   reconciler      enqueue checks for what no webhook told us
   api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)
   dev             all of the above in one process, embedded Kafka and Stripe simulator
+
+Proof:
+  demo [-sim URL] [-receiver URL] [-ops URL]
+                  against a running ` + "`make run`" + `: cancel a subscription, deliver the cancellation
+                  first and an older "active" event after it (twice); print a naive consumer's
+                  decision beside hookyard's, and the explain timeline
 
 Operations:
   migrate                                  create the database if missing and apply migrations
@@ -95,6 +102,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := run(ctx, cmd, rest, cfg, log, stdout); err != nil {
+		if errors.Is(err, demo.ErrNotRunning) {
+			fmt.Fprintf(stderr, "hookyard %s: %v\n", cmd, err)
+			return 1
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "hookyard %s: %v\n\n%s", cmd, err, usage)
 			return 2
@@ -130,6 +141,9 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev":
 	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked":
+	case "demo":
+		// A client of the running pipeline: no database of its own.
+		return demoCmd(ctx, cfg, args, stdout)
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
