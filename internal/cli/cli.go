@@ -44,6 +44,10 @@ Proof:
                   against a running ` + "`make run`" + `: cancel a subscription, deliver the cancellation
                   first and an older "active" event after it (twice); print a naive consumer's
                   decision beside hookyard's, and the explain timeline
+  chaos [-seed N] [-subscriptions N] [-events N] [-rate N] [-keep]
+                  run every service as its own process of this binary, with disordered,
+                  duplicated and dropped deliveries and faults from the seed; print the
+                  invariants table (exit 1 on a violation, with its explain timeline)
 
 Operations:
   migrate                                  create the database if missing and apply migrations
@@ -144,6 +148,9 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	case "demo":
 		// A client of the running pipeline: no database of its own.
 		return demoCmd(ctx, cfg, args, stdout)
+	case "chaos":
+		// Creates a database of its own on DATABASE_URL's server.
+		return chaosCmd(ctx, cfg, log, args, stdout)
 	default:
 		return usageErr("unknown command %q", cmd)
 	}
