@@ -38,6 +38,8 @@ type Stall struct {
 	// fault to the first event processed on that partition; -1 when no
 	// event arrived on them afterwards.
 	Took time.Duration
+	// Moved is when all of them had a new owner's fence; 0 if not seen.
+	Moved time.Duration
 }
 
 // Report is a run's outcome.
@@ -372,14 +374,13 @@ func (s *system) checkAcked(ctx context.Context, tr *traffic) Row {
 // processor's partitions went without a processed event.
 func (s *system) stalls(ctx context.Context, in *injector) []Stall {
 	in.mu.Lock()
-	hits := slices.Clone(in.hits)
-	in.mu.Unlock()
 	var firstAfter []hit
-	for _, h := range hits {
+	for _, h := range in.hits {
 		if h.kind == faultKillProcessor || h.kind == faultPauseProcessor {
-			firstAfter = append(firstAfter, h)
+			firstAfter = append(firstAfter, *h)
 		}
 	}
+	in.mu.Unlock()
 	if len(firstAfter) == 0 {
 		return nil
 	}
@@ -404,7 +405,7 @@ FROM webhook_inbox WHERE processed_at IS NOT NULL AND processed_at > $1`, firstA
 	})
 	var out []Stall
 	for _, h := range firstAfter {
-		st := Stall{Fault: h.kind, Detail: h.detail, Partitions: len(h.partitions), Took: -1}
+		st := Stall{Fault: h.kind, Detail: h.detail, Partitions: len(h.partitions), Took: -1, Moved: h.moved}
 		for _, p := range h.partitions {
 			var first time.Time
 			for _, d := range all {
@@ -441,7 +442,12 @@ func (r Report) print(out io.Writer) {
 		if st.Took >= 0 {
 			took = st.Took.Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\tpartition stall after %s\t%s\n", took, st.Fault, st.Detail)
+		moved := "not seen"
+		if st.Moved > 0 {
+			moved = st.Moved.Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\tpartition stall after %s\t%s; first event applied on each of them within %s, all re-fenced by another member after %s\n",
+			took, st.Fault, st.Detail, took, moved)
 	}
 	_ = tw.Flush()
 }

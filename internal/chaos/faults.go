@@ -22,13 +22,16 @@ type hit struct {
 	partitions []int32
 	detail     string
 	err        error
+	// moved is when every partition of the processor hit had a new fence
+	// owner (the group gave them to another member); zero if not seen.
+	moved time.Duration
 }
 
 // injector runs the fault schedule.
 type injector struct {
 	s    *system
 	mu   sync.Mutex
-	hits []hit
+	hits []*hit
 	wg   sync.WaitGroup
 }
 
@@ -44,6 +47,10 @@ func (in *injector) run(ctx context.Context, faults []fault) {
 		in.mu.Lock()
 		in.hits = append(in.hits, h)
 		in.mu.Unlock()
+		if len(h.partitions) > 0 {
+			in.wg.Add(1)
+			go func() { defer in.wg.Done(); in.watchMove(ctx, h) }()
+		}
 		if h.err != nil {
 			in.s.log.WarnContext(ctx, "fault", slog.String("kind", f.kind), slog.String("error", h.err.Error()))
 		}
@@ -51,8 +58,8 @@ func (in *injector) run(ctx context.Context, faults []fault) {
 	in.wg.Wait()
 }
 
-func (in *injector) inject(ctx context.Context, f fault) hit {
-	h := hit{fault: f, started: time.Now()}
+func (in *injector) inject(ctx context.Context, f fault) *hit {
+	h := &hit{fault: f, started: time.Now()}
 	switch f.kind {
 	case faultKillProcessor, faultPauseProcessor:
 		p := in.s.processors[f.target]
@@ -85,6 +92,24 @@ func (in *injector) inject(ctx context.Context, f fault) hit {
 		}
 	}
 	return h
+}
+
+// watchMove records when none of the hit processor's partitions is fenced
+// by it any more: the group noticed and another member took them.
+func (in *injector) watchMove(ctx context.Context, h *hit) {
+	deadline := h.started.Add(2 * time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var still int
+		err := in.s.pool.QueryRow(ctx, `SELECT count(*) FROM partition_fence WHERE topic = $1 AND partition = ANY($2) AND owner LIKE '%-' || $3 || '-%'`,
+			in.s.topic, h.partitions, strconv.Itoa(h.pid)).Scan(&still)
+		if err == nil && still == 0 {
+			in.mu.Lock()
+			h.moved = time.Since(h.started)
+			in.mu.Unlock()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // later runs fn after d, in the background; run waits for it.
