@@ -105,8 +105,28 @@ func TestChaosRunKeepsEveryInvariant(t *testing.T) {
 		t.Skip("runs the services as processes for about a minute; make test runs it")
 	}
 	var out bytes.Buffer
-	_, err := Run(context.Background(), Config{Seed: 1, Subscriptions: 80, Events: 800,
-		Binary: hookyardBinary(t), DatabaseURL: DefaultDatabaseURL(), QuiesceTimeout: 4 * time.Minute}, &out)
+	cfg := smallRun(t)
+	cfg.Binary = hookyardBinary(t)
+	_, err := Run(context.Background(), cfg, &out)
 	t.Log("\n" + out.String())
 	require.NoError(t, err)
+}
+
+// The small run of make test meets every kind of fault.
+func TestSmallRunScheduleHasEveryKindOfFault(t *testing.T) {
+	t.Parallel()
+	p := newPlan(smallRun(t).withDefaults().planConfig())
+	kinds := map[string]bool{}
+	for _, f := range p.faults {
+		kinds[f.kind] = true
+	}
+	require.Contains(t, kinds, faultKillProcessor)
+	require.Contains(t, kinds, faultPauseProcessor)
+	require.Contains(t, kinds, faultKillRelay)
+	require.Contains(t, kinds, faultTerminatePG)
+	require.True(t, kinds[faultMoveLeaders] || kinds[faultMoveCoordinator], "a broker fault: %v", kinds)
+}
+
+func smallRun(t *testing.T) Config {
+	return Config{Seed: 1, Subscriptions: 80, Events: 800, DatabaseURL: DefaultDatabaseURL(), QuiesceTimeout: 4 * time.Minute}
 }

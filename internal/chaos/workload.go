@@ -172,7 +172,7 @@ func faultSchedule(rng *rand.Rand, c planConfig) []fault {
 	var fs []fault
 	slot := c.sessionPause + 6*time.Second
 	i := 0
-	for at := 2 * time.Second; at+slot <= c.traffic+slot/2; at += slot {
+	for at := 5 * time.Second; at < c.traffic; at += slot {
 		kind, hold := faultKillProcessor, time.Duration(2+rng.IntN(3))*time.Second
 		if i%3 == 1 {
 			kind, hold = faultPauseProcessor, c.sessionPause
