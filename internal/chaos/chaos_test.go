@@ -40,6 +40,14 @@ func hookyardBinary(t *testing.T) string {
 	return binary
 }
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary != "" {
+		_ = os.RemoveAll(filepath.Dir(binary))
+	}
+	os.Exit(code)
+}
+
 func TestTheSameSeedGivesTheSameSchedule(t *testing.T) {
 	t.Parallel()
 	c := Config{Seed: 42, Subscriptions: 2000, Events: 30000}.withDefaults().planConfig()
