@@ -30,5 +30,5 @@ demo: ## with `make run` in another shell: a cancellation delivered before a sta
 	$(GO) run . demo
 
 SEED ?= 1
-chaos: ## every service a process, faults from SEED, 10,000 subscriptions and 100,000 events; prints the invariants table
+chaos: ## every service a process, faults from SEED, 10,000 subscriptions and 100,000 events at 100/s (about 20 min); prints the invariants table
 	$(GO) build -o bin/hookyard . && bin/hookyard chaos -seed $(SEED) -subscriptions 10000 -events 100000
