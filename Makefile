@@ -5,7 +5,7 @@ export TEST_DATABASE_URL
 # No DATABASE_URL default here: `hookyard dev` starts a PostgreSQL of its own
 # only when DATABASE_URL is unset (and nothing answers on 127.0.0.1:5432).
 
-.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint
+.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint demo chaos
 
 run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092, Postgres from DATABASE_URL, else local :5432, else embedded
 	$(GO) run . dev
@@ -36,3 +36,10 @@ bench: ## receiver vs pgbench, processor, relay, whole pipeline; prints tables, 
 
 fuzz: ## every fuzz target, FUZZTIME each (default 30s)
 	bash scripts/fuzz.sh
+
+demo: ## with `make run` in another shell: a cancellation delivered before a stale "active" event
+	$(GO) run . demo
+
+SEED ?= 1
+chaos: ## every service a process, faults from SEED, 10,000 subscriptions and 100,000 events at 100/s (about 20 min); prints the invariants table
+	$(GO) build -o bin/hookyard . && bin/hookyard chaos -seed $(SEED) -subscriptions 10000 -events 100000

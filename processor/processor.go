@@ -42,6 +42,20 @@ const (
 	PartitionCheckIntervalDefault = 30 * time.Second
 	MaxPollRecordsDefault         = 1000
 	FetchConcurrencyDefault       = 8
+	// SessionTimeoutDefault is how long the group coordinator waits for a
+	// silent member (killed, frozen, cut off) before it hands its
+	// partitions to the others: a processor killed with -9 stalls its
+	// partitions about this long. It is Kafka's default
+	// group.min.session.timeout.ms, the lowest a stock broker accepts
+	// (franz-go's own default is 45 s).
+	SessionTimeoutDefault = 6 * time.Second
+	// HeartbeatIntervalDefault keeps several heartbeats inside one session
+	// timeout, so a single late one does not end the membership.
+	HeartbeatIntervalDefault = time.Second
+	// RebalanceTimeoutDefault bounds how long members may take to rejoin
+	// once a rebalance began; it exceeds RevokeGraceDefault, so a revoked
+	// worker's grace never gets the member kicked.
+	RebalanceTimeoutDefault = 30 * time.Second
 )
 
 // Config configures a processor.
@@ -90,6 +104,24 @@ type Config struct {
 	// compared with the fenced one while the processor runs. Defaults to
 	// PartitionCheckIntervalDefault.
 	PartitionCheckInterval time.Duration
+	// SessionTimeout is how long the group coordinator keeps a member that
+	// stopped heartbeating; then its partitions go to the other members.
+	// Lower means a killed or frozen processor's partitions resume sooner;
+	// the price is that a live processor silent for longer (a long GC
+	// pause, a stalled host, a network partition) loses its partitions
+	// too. That is safe, not only slow: the member that takes a partition
+	// bumps its fence, so the paused one cannot write when it wakes up
+	// (invariant 6) and rejoins. It must lie within the broker's
+	// group.min.session.timeout.ms and group.max.session.timeout.ms (6 s
+	// and 30 min on a stock broker). Defaults to SessionTimeoutDefault.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often the member heartbeats; at most a third
+	// of SessionTimeout. Defaults to HeartbeatIntervalDefault.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout bounds how long members may take to rejoin once a
+	// rebalance began (Kafka's rebalance.timeout.ms); it must exceed
+	// RevokeGrace. Defaults to RebalanceTimeoutDefault.
+	RebalanceTimeout time.Duration
 	// MaxPollRecords caps one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
 	// FetchConcurrency bounds a worker's concurrent provider fetches for
@@ -119,6 +151,9 @@ func (c Config) WithDefaults() Config {
 	c.RevokeGrace = cmp.Or(c.RevokeGrace, RevokeGraceDefault)
 	c.RetryInterval = cmp.Or(c.RetryInterval, RetryIntervalDefault)
 	c.PartitionCheckInterval = cmp.Or(c.PartitionCheckInterval, PartitionCheckIntervalDefault)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, SessionTimeoutDefault)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, HeartbeatIntervalDefault)
+	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, RebalanceTimeoutDefault)
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
 	c.FetchConcurrency = cmp.Or(c.FetchConcurrency, FetchConcurrencyDefault)
 	if c.Registerer == nil {
@@ -139,6 +174,12 @@ func (c Config) validate() error {
 	}
 	if c.RetryWindow < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 {
 		return errors.New("processor config: RetryWindow, BackoffBase and BackoffMax must not be negative")
+	}
+	if c.HeartbeatInterval*3 > c.SessionTimeout {
+		return fmt.Errorf("processor config: HeartbeatInterval (%s) must be at most a third of SessionTimeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	if c.RebalanceTimeout <= c.RevokeGrace {
+		return fmt.Errorf("processor config: RebalanceTimeout (%s) must exceed RevokeGrace (%s)", c.RebalanceTimeout, c.RevokeGrace)
 	}
 	return nil
 }
@@ -254,6 +295,9 @@ func (p *Processor) session(ctx context.Context) (rejoin bool, err error) {
 		kgo.OnPartitionsRevoked(p.revoked),
 		kgo.OnPartitionsLost(p.lost),
 		kgo.FetchMaxWait(250 * time.Millisecond),
+		kgo.SessionTimeout(p.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(p.cfg.HeartbeatInterval),
+		kgo.RebalanceTimeout(p.cfg.RebalanceTimeout),
 	}, p.cfg.KafkaOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

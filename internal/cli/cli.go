@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookyard/hookyard/internal/demo"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/fence"
@@ -43,6 +44,16 @@ Services (scale each separately):
   dev             all of the above in one process, embedded Kafka and Stripe simulator; with
                   DATABASE_URL unset and nothing on 127.0.0.1:5432, an embedded PostgreSQL too
                   (data in /var/lib/hookyard/dev-postgres as root, else ~/.local/state/hookyard)
+
+Proof:
+  demo [-sim URL] [-receiver URL] [-ops URL]
+                  against a running ` + "`make run`" + `: cancel a subscription, deliver the cancellation
+                  first and an older "active" event after it (twice); print a naive consumer's
+                  decision beside hookyard's, and the explain timeline
+  chaos [-seed N] [-subscriptions N] [-events N] [-rate N] [-keep]
+                  run every service as its own process of this binary, with disordered,
+                  duplicated and dropped deliveries and faults from the seed; print the
+                  invariants table (exit 1 on a violation, with its explain timeline)
 
 Operations:
   migrate                                  create the database if missing and apply migrations
@@ -113,6 +124,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := run(ctx, cmd, rest, cfg, log, stdout); err != nil {
+		if errors.Is(err, demo.ErrNotRunning) {
+			fmt.Fprintf(stderr, "hookyard %s: %v\n", cmd, err)
+			return 1
+		}
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "hookyard %s: %v\n\n%s", cmd, err, usage)
 			return 2
@@ -148,6 +163,12 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 	switch cmd {
 	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
 	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "actions", "reconcile":
+	case "demo":
+		// A client of the running pipeline: no database of its own.
+		return demoCmd(ctx, cfg, args, stdout)
+	case "chaos":
+		// Creates a database of its own on DATABASE_URL's server.
+		return chaosCmd(ctx, cfg, log, args, stdout)
 	default:
 		return usageErr("unknown command %q", cmd)
 	}

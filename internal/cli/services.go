@@ -157,7 +157,9 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 		Endpoints: e.cfg.Endpoints, RetryWindow: e.cfg.Processor.RetryWindow, MaxAttempts: e.cfg.Processor.MaxAttempts,
 		BackoffBase: e.cfg.Processor.BackoffBase, BackoffMax: e.cfg.Processor.BackoffMax,
 		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
-		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}})
+		SessionTimeout: e.cfg.Processor.SessionTimeout, HeartbeatInterval: e.cfg.Processor.HeartbeatInterval,
+		RebalanceTimeout: e.cfg.Processor.RebalanceTimeout,
+		Fetchers:         map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}})
 }
 
 // reconciler builds the reconciler. kafka reads the processors' group

@@ -99,6 +99,16 @@ type Processor struct {
 	// PartitionCheckInterval is how often a running processor compares the
 	// topic's partition count with the fenced one. Defaults to 30s.
 	PartitionCheckInterval time.Duration `yaml:"partition_check_interval"`
+	// SessionTimeout is how long the Kafka group keeps a silent processor
+	// (killed, frozen) before its partitions move to the others. Lower
+	// resumes them sooner; a processor silent for longer (GC pause, stalled
+	// host) loses them too, safely, since fencing keeps it from writing.
+	// Defaults to 6s (processor.SessionTimeoutDefault, a stock broker's minimum).
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// HeartbeatInterval is at most a third of session_timeout. Defaults to 1s.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// RebalanceTimeout bounds a rebalance's rejoin. Defaults to 30s.
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 }
 
 // Receiver options.
@@ -374,7 +384,9 @@ func (c *Config) validate() error {
 		name string
 		v    time.Duration
 	}{{"processor.retry_window", c.Processor.RetryWindow}, {"processor.backoff_base", c.Processor.BackoffBase},
-		{"processor.backoff_max", c.Processor.BackoffMax}, {"processor.partition_check_interval", c.Processor.PartitionCheckInterval}} {
+		{"processor.backoff_max", c.Processor.BackoffMax}, {"processor.partition_check_interval", c.Processor.PartitionCheckInterval},
+		{"processor.session_timeout", c.Processor.SessionTimeout}, {"processor.heartbeat_interval", c.Processor.HeartbeatInterval},
+		{"processor.rebalance_timeout", c.Processor.RebalanceTimeout}} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("config: %s must not be negative", f.name))
 		}

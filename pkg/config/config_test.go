@@ -436,3 +436,14 @@ endpoints:
 	require.NoError(t, err)
 	require.ErrorContains(t, cfg.CheckProduction(), "GITHUB_TOKEN")
 }
+
+func TestProcessorSessionSettingsLoadAndNegativeOnesAreRefused(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte("processor:\n  session_timeout: 10s\n  heartbeat_interval: 2s\n  rebalance_timeout: 40s\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, c.Processor.SessionTimeout)
+	require.Equal(t, 2*time.Second, c.Processor.HeartbeatInterval)
+	require.Equal(t, 40*time.Second, c.Processor.RebalanceTimeout)
+	_, err = config.Parse([]byte("processor:\n  session_timeout: -1s\n"), lookup(nil))
+	require.ErrorContains(t, err, "processor.session_timeout")
+}
