@@ -15,9 +15,10 @@ GO="${GO:-go}"
 # Every package whose tests touch Kafka: the end-to-end tests, the relay,
 # the processor group (rebalance under load, zombie fencing, a member paused
 # past its session timeout), partition replay, topic creation, the CLI
-# (fence resize, replay), and the reconciler and ops API over the pipeline.
+# (fence resize, replay), the reconciler and ops API over the pipeline, and
+# the small chaos run (every service its own process, faults from a seed).
 PACKAGES=(./e2e ./outbox-relay ./processor ./pkg/partreplay ./pkg/topic ./internal/cli
-	./reconciler ./pkg/opsapi ./pkg/explain ./pkg/opsmetrics)
+	./reconciler ./pkg/opsapi ./pkg/explain ./pkg/opsmetrics ./internal/chaos)
 FAULT_LOG="${FAULT_LOG:-${TMPDIR:-/tmp}/hookyard-test-kafka-faults.log}"
 
 was_up=0
