@@ -21,6 +21,7 @@ type metrics struct {
 	versionConflicts *prometheus.CounterVec
 	rejoins          *prometheus.CounterVec
 	countChanged     prometheus.Gauge
+	offsetCommits    *prometheus.CounterVec
 }
 
 // receiveToApplyBuckets reach from a healthy pipeline's tens of milliseconds
@@ -30,7 +31,7 @@ var receiveToApplyBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10
 func newMetrics(r prometheus.Registerer) *metrics {
 	m := &metrics{
 		records: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_processor_records_total",
-			Help: "Kafka records processed and committed."}),
+			Help: "Kafka records processed (written to Postgres; their offsets are committed shortly after)."}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_events_total",
 			Help: "Inbox events by resulting status (processed, retrying, dead, already_handled, missing)."}, []string{"status"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_projection_outcomes_total",
@@ -65,8 +66,11 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			[]string{"reason"}),
 		countChanged: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookyard_processor_partition_count_changed",
 			Help: "1 when the processor stopped because the topic's partition count differs from the fenced one (run `hookyard fence resize`)."}),
+		offsetCommits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_processor_offset_commits_total",
+			Help: "Offset commit requests to the group, by result (ok, failed). One request carries every partition's progress since the previous one."},
+			[]string{"result"}),
 	}
 	r.MustRegister(m.records, m.events, m.outcomes, m.undecodable, m.fenced, m.fenceTakes, m.fetches,
-		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences, m.versionConflicts, m.rejoins, m.countChanged)
+		m.fetchSeconds, m.batchSeconds, m.retriesEnqueued, m.failures, m.receiveToApply, m.checkDivergences, m.versionConflicts, m.rejoins, m.countChanged, m.offsetCommits)
 	return m
 }

@@ -53,10 +53,14 @@ const (
 	// timeout, so a single late one does not end the membership.
 	HeartbeatIntervalDefault = time.Second
 	// RebalanceTimeoutDefault bounds how long members may take to rejoin
-	// once a rebalance began; it exceeds RevokeGraceDefault, so a revoked
-	// worker's grace never gets the member kicked.
+	// once a rebalance began; it exceeds RevokeGraceDefault plus two offset
+	// commits (the one in flight and the revoked partitions' own), so a
+	// revoked worker's grace never gets the member kicked.
 	RebalanceTimeoutDefault = 30 * time.Second
 )
+
+// commitTimeout bounds one offset commit request.
+const commitTimeout = 5 * time.Second
 
 // Config configures a processor.
 type Config struct {
@@ -201,6 +205,8 @@ type Processor struct {
 	// without a running worker).
 	cl    *kgo.Client
 	owned map[int32]struct{}
+	// offsets commits the session's offsets (nil between sessions).
+	offsets *offsets
 	// fatal ends Run: a condition no retry fixes (the partition count
 	// changed under a running processor).
 	fatalOnce sync.Once
@@ -305,14 +311,22 @@ func (p *Processor) session(ctx context.Context) (rejoin bool, err error) {
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()
+	off := newOffsets(cl, p.log, p.metrics, commitTimeout)
+	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
+	committed := make(chan struct{})
+	go func() { defer close(committed); off.run(commitCtx) }()
 	p.mu.Lock()
-	p.cl, p.stopPoll, p.rejoin = cl, stopPoll, false
+	p.cl, p.stopPoll, p.rejoin, p.offsets = cl, stopPoll, false, off
 	p.mu.Unlock()
 	defer func() {
-		cl.Close() // leaves the group; revoked runs and stops the workers
+		// What is still marked is committed by revoked, which Close runs
+		// when it leaves the group; it also stops the workers.
+		stopCommits()
+		<-committed
+		cl.Close()
 		p.stopAll(p.allWorkers())
 		p.mu.Lock()
-		p.cl, p.stopPoll, p.owned = nil, nil, map[int32]struct{}{}
+		p.cl, p.stopPoll, p.owned, p.offsets = nil, nil, map[int32]struct{}{}, nil
 		p.mu.Unlock()
 	}()
 	p.readyOnce.Do(func() { close(p.ready) })
@@ -432,7 +446,7 @@ func (p *Processor) Check(context.Context) error { return p.fatal() }
 // a take retried later could bump the generation past a newer owner's. It
 // retries until it succeeds; the rebalance waits, since nothing could be
 // written without a fence anyway.
-func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+func (p *Processor) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	for _, part := range assigned[p.cfg.Topic] {
 		p.mu.Lock()
 		p.owned[part] = struct{}{}
@@ -450,7 +464,7 @@ func (p *Processor) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 			p.log.ErrorContext(ctx, "no fence; partition not started", slog.Int("partition", int(part)), slog.String("error", err.Error()))
 			continue
 		}
-		w := &worker{p: p, cl: cl, part: part, tok: tok, recs: make(chan []*kgo.Record, 4),
+		w := &worker{p: p, part: part, tok: tok, recs: make(chan []*kgo.Record, 4),
 			quit: make(chan struct{}), done: make(chan struct{})}
 		p.mu.Lock()
 		p.workers[part] = w
@@ -503,12 +517,50 @@ func (p *Processor) fatal() error {
 	return p.fatalErr
 }
 
+// revoked stops the revoked partitions' workers, then commits the offsets
+// they handed over, before the group may give the partitions to another
+// member.
 func (p *Processor) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	p.stopAll(p.take(revoked[p.cfg.Topic]))
+	parts := revoked[p.cfg.Topic]
+	p.stopAll(p.take(parts))
+	if off := p.sessionOffsets(); off != nil {
+		off.flush(ctx, parts, true)
+	}
 }
 
+// lost stops the lost partitions' workers and forgets their offsets: the
+// group may have given the partitions to another member already, and our
+// membership is gone, so a commit could only fail or rewind the new owner.
 func (p *Processor) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	p.stopAll(p.take(lost[p.cfg.Topic]))
+	parts := lost[p.cfg.Topic]
+	p.stopAll(p.take(parts))
+	if off := p.sessionOffsets(); off != nil {
+		off.flush(ctx, parts, false)
+	}
+}
+
+func (p *Processor) sessionOffsets() *offsets {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.offsets
+}
+
+// markDone hands the offset of rec, the last record of a batch w wrote, to
+// the session's committer, only while w has not been told to stop: a revoke
+// closes quit before it commits the revoked partitions, and from then on the
+// new owner commits; an offset from us could rewind its progress. (A worker
+// of an earlier session was stopped the same way.)
+func (p *Processor) markDone(w *worker, rec *kgo.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-w.quit:
+		return
+	default:
+	}
+	if p.offsets != nil {
+		p.offsets.mark(rec)
+	}
 }
 
 func (p *Processor) take(parts []int32) []*worker {
@@ -580,7 +632,6 @@ func (p *Processor) retryLoop(ctx context.Context) {
 // worker owns one partition while it is assigned.
 type worker struct {
 	p        *Processor
-	cl       *kgo.Client
 	part     int32
 	tok      fence.Token
 	recs     chan []*kgo.Record
@@ -605,11 +656,26 @@ func (w *worker) run(ctx context.Context) {
 		case <-w.quit:
 			return
 		case recs := <-w.recs:
-			if !w.process(ctx, recs) {
+			if !w.process(ctx, w.more(recs)) {
 				return
 			}
 		}
 	}
+}
+
+// more appends the batches already waiting for this worker to recs, up to
+// MaxPollRecords, so that a worker that fell behind catches up with one
+// load, one transaction and one offset hand-over instead of one per poll.
+func (w *worker) more(recs []*kgo.Record) []*kgo.Record {
+	for len(recs) < w.p.cfg.MaxPollRecords {
+		select {
+		case next := <-w.recs:
+			recs = append(recs, next...)
+		default:
+			return recs
+		}
+	}
+	return recs
 }
 
 // process handles recs until they are written, then commits their offsets.
@@ -622,7 +688,7 @@ func (w *worker) process(ctx context.Context, recs []*kgo.Record) bool {
 		w.p.metrics.batchSeconds.Observe(time.Since(start).Seconds())
 		if err == nil {
 			w.p.metrics.records.Add(float64(len(recs)))
-			w.commit(ctx, recs)
+			w.commit(recs)
 			return true
 		}
 		if errors.Is(err, fence.ErrFenced) {
@@ -640,18 +706,12 @@ func (w *worker) process(ctx context.Context, recs []*kgo.Record) bool {
 	}
 }
 
-// commit commits recs' offsets. The work is committed in Postgres already; a
-// lost offset commit only means a harmless redelivery.
-func (w *worker) commit(ctx context.Context, recs []*kgo.Record) {
-	select {
-	case <-w.quit:
-		// Revoked while writing: the new owner commits from here on, and an
-		// offset from us could rewind its progress.
-		return
-	default:
-	}
-	if err := w.cl.CommitRecords(ctx, recs...); err != nil {
-		w.p.log.Warn("commit offsets", slog.Int("partition", int(w.part)), slog.String("error", err.Error()))
+// commit hands recs' offsets to the session's committer and returns at
+// once. The work is committed in Postgres already; a lost offset commit only
+// means a harmless redelivery.
+func (w *worker) commit(recs []*kgo.Record) {
+	if len(recs) > 0 {
+		w.p.markDone(w, recs[len(recs)-1])
 	}
 }
 
@@ -718,7 +778,7 @@ func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) b
 	if m, err := message.Decode(recs[0].Value); err == nil && m.Kind == message.KindEvent {
 		w.p.metrics.failures.WithLabelValues(m.Provider, m.EventType).Inc()
 	}
-	w.commit(ctx, recs)
+	w.commit(recs)
 	return true
 }
 
