@@ -269,16 +269,20 @@ func TestBrokerOutageKeepsRowsAndDrainsAfter(t *testing.T) {
 	const n = 1000
 	fill(t, s, n)
 	reg := prometheus.NewRegistry()
-	start(t, s, k, outboxrelay.Config{BatchSize: 100, ProduceTimeout: 500 * time.Millisecond,
+	start(t, s, k, outboxrelay.Config{BatchSize: 100, ProduceTimeout: time.Second, // the client's minimum
 		MaxBackoff: 200 * time.Millisecond, Registerer: reg})
 	require.Eventually(t, func() bool { return refused.Load() >= 1 }, 20*time.Second, 10*time.Millisecond)
 	time.Sleep(1500 * time.Millisecond) // past the produce timeout: the producer keeps retrying in-flight records
 	require.Equal(t, n, count(t, s), "rows left the outbox while the broker was down")
 	require.Equal(t, float64(n), metric(t, reg, "hookyard_outbox_backlog_rows"))
 	require.Positive(t, metric(t, reg, "hookyard_outbox_oldest_age_seconds"))
+	require.Zero(t, metric(t, reg, "hookyard_outbox_published_total"), "rows counted as published while the broker was down")
 
 	down.Store(false)
 	waitEmpty(t, s, 30*time.Second)
+	// The last batch's COMMIT is visible before its goroutine counts it
+	// (finish: settle, then published.Add).
+	require.Eventually(t, func() bool { return metric(t, reg, "hookyard_outbox_published_total") >= n }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, float64(n), metric(t, reg, "hookyard_outbox_published_total"))
 	require.Zero(t, metric(t, reg, "hookyard_outbox_backlog_rows"))
 	requireEachOnce(t, consume(t, k, n), n)
