@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/hookyard/hookyard/internal/plantest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 )
@@ -48,4 +50,26 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 		{Name: "replay listed events", SQL: fmt.Sprintf(enqueueSQL, replayManySQL) + replayedReturning, Args: []any{"replay", p, a, e, id},
 			Reads: []string{"webhook_inbox_pkey"}},
 	})
+}
+
+// The payload purge runs every reconciler round on an inbox whose older
+// finished rows were purged by earlier rounds: only the newest hold a
+// payload. It must read those through webhook_inbox_purgeable, not walk
+// every row received before the cutoff (a cost that grows with the inbox,
+// every round), with or without statistics. Fails without migration 00015.
+func TestPurgeReadsOnlyRowsThatStillHoldAPayload(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	plantest.Load(t, s.Pool)
+	// Earlier rounds purged every finished row but the newest 2% of the
+	// inbox (received in the last 20 s of the loaded 1,000 s).
+	_, err := s.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET payload = NULL
+WHERE status = 'processed' AND received_at < now() - interval '20 seconds'`)
+	require.NoError(t, err)
+	purge := []plantest.Case{{Name: "purge payloads", SQL: purgeSQL, Args: []any{time.Now().Add(-10 * time.Second), 500},
+		Reads: []string{"webhook_inbox_pkey", "webhook_inbox_purgeable"}}}
+	plantest.RequireNoStatistics(t, s.Pool)
+	t.Run("no statistics", func(t *testing.T) { plantest.Check(t, s.Pool, false, purge) })
+	plantest.Analyze(t, s.Pool)
+	t.Run("analyzed", func(t *testing.T) { plantest.Check(t, s.Pool, true, purge) })
 }

@@ -125,7 +125,7 @@ UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL,
     occurred_at = coalesce(w.occurred_at, ` + unixTimeSQL("w.payload->'created'") + `, ` + unixTimeSQL("w.payload->'occurred_at'") + `)
 FROM (SELECT provider, source_account, environment, event_id FROM webhook_inbox
       WHERE status IN ('processed', 'ignored') AND received_at < $1 AND (payload IS NOT NULL OR raw_body IS NOT NULL)
-      LIMIT $2 FOR UPDATE SKIP LOCKED) p
+      ORDER BY received_at LIMIT $2 FOR UPDATE SKIP LOCKED) p
 WHERE w.provider = p.provider AND w.source_account = p.source_account
   AND w.environment = p.environment AND w.event_id = p.event_id`
 
