@@ -145,10 +145,14 @@ RETURNING `+columns, kind, raw, r.id, r.cfg.Lease.Seconds()))
 		}
 		return j, err
 	}
+	// The answer is the job as the first step left it, read before the
+	// background steps start: what the caller sees does not depend on how
+	// far they got meanwhile.
+	after, err := r.Get(ctx, j.ID)
 	if !done {
 		r.work(r.context(ctx), j)
 	}
-	return r.Get(ctx, j.ID)
+	return after, err
 }
 
 // step runs one step of j and records it, moving j's cursor.
