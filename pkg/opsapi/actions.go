@@ -2,10 +2,8 @@ package opsapi
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -36,18 +34,14 @@ func (r actionsRequest) filter(status string) (effects.Filter, error) {
 // listActions: GET /v1/actions?status=dead&provider=&account=&environment=&kind=&since=&limit=
 func (a *api) listActions(c echo.Context) error {
 	q := c.QueryParams()
-	limit := 0
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > MaxLimit {
-			return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
-		}
-		limit = n
+	limit, ok := queryLimit(c)
+	if !ok {
+		return badLimit(c)
 	}
 	f, err := actionsRequest{Provider: q.Get("provider"), Account: q.Get("account"), Environment: q.Get("environment"),
 		Kind: q.Get("kind"), Since: q.Get("since"), Limit: limit}.filter(q.Get("status"))
 	if err != nil {
-		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+		return badSince(c)
 	}
 	rows, err := effects.List(c.Request().Context(), a.pool, f)
 	if err != nil {
@@ -104,11 +98,11 @@ func (a *api) replayActions(c echo.Context) error {
 		return c.JSON(http.StatusAccepted, map[string]any{"replayed": 1})
 	}
 	if req.Limit < 0 || req.Limit > MaxLimit {
-		return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
+		return badLimit(c)
 	}
 	f, err := req.filter(effects.StatusDead)
 	if err != nil {
-		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+		return badSince(c)
 	}
 	n, err := effects.ReplayDeadMatching(ctx, a.pool, f)
 	if err != nil {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
@@ -54,19 +52,15 @@ func decodeBody(c echo.Context, v any) error {
 
 func (a *api) listDead(c echo.Context) error {
 	q := c.QueryParams()
-	limit := 0
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > MaxLimit {
-			return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
-		}
-		limit = n
+	limit, ok := queryLimit(c)
+	if !ok {
+		return badLimit(c)
 	}
 	f, err := deadRequest{Provider: q.Get("provider"), Account: q.Get("account"), Environment: q.Get("environment"),
 		Type: q.Get("type"), ResourceType: q.Get("resource_type"), ResourceID: q.Get("resource_id"),
 		Since: q.Get("since"), Limit: limit}.filter()
 	if err != nil {
-		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+		return badSince(c)
 	}
 	rows, err := inbox.ListDead(c.Request().Context(), a.pool, f)
 	if err != nil {
@@ -155,11 +149,11 @@ func (a *api) replayDeadMatching(c echo.Context) error {
 		return c.JSON(http.StatusAccepted, map[string]any{"replayed": 1})
 	}
 	if req.Limit < 0 || req.Limit > MaxLimit {
-		return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
+		return badLimit(c)
 	}
 	f, err := req.filter()
 	if err != nil {
-		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+		return badSince(c)
 	}
 	n, err := inbox.ReplayDeadMatching(ctx, a.pool, f)
 	if err != nil {

@@ -295,6 +295,31 @@ func TestOpsAPIRefusesOutOfBoundsRequests(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest,
 		send(t, http.MethodPost, srv.URL+"/v1/dead/replay", token, map[string]any{"limit": opsapi.MaxLimit + 1}, nil))
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/dead?since=24h", token, nil, nil))
+	// Every list and filtered replay reads limit and since the same way and
+	// names what was wrong.
+	type apiError struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	for _, path := range []string{"/v1/dead", "/v1/actions", "/v1/parked"} {
+		for _, q := range []string{"?limit=0", "?limit=abc", "?limit=-1", fmt.Sprintf("?limit=%d", opsapi.MaxLimit+1)} {
+			var e apiError
+			require.Equal(t, http.StatusBadRequest, send(t, http.MethodGet, srv.URL+path+q, token, nil, &e), path+q)
+			require.Equal(t, "bad_limit", e.Error.Code, path+q)
+		}
+		require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+path+"?limit=10", token, nil, nil), path)
+	}
+	for _, path := range []string{"/v1/dead", "/v1/actions"} {
+		var e apiError
+		require.Equal(t, http.StatusBadRequest, send(t, http.MethodGet, srv.URL+path+"?since=yesterday", token, nil, &e), path)
+		require.Equal(t, "bad_since", e.Error.Code, path)
+	}
+	for _, path := range []string{"/v1/dead/replay", "/v1/actions/replay"} {
+		var e apiError
+		require.Equal(t, http.StatusBadRequest, send(t, http.MethodPost, srv.URL+path, token, map[string]any{"limit": -1}, &e), path)
+		require.Equal(t, "bad_limit", e.Error.Code, path)
+		require.Equal(t, http.StatusBadRequest, send(t, http.MethodPost, srv.URL+path, token, map[string]any{"since": "yesterday"}, &e), path)
+		require.Equal(t, "bad_since", e.Error.Code, path)
+	}
 
 	open := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{}))
 	t.Cleanup(open.Close)

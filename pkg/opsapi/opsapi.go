@@ -102,6 +102,28 @@ func fail(c echo.Context, status int, code, msg string) error {
 	return c.JSON(status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
+// queryLimit reads ?limit=: 0 when absent, ok false unless it is an integer
+// from 1 to MaxLimit.
+func queryLimit(c echo.Context) (limit int, ok bool) {
+	s := c.QueryParam("limit")
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > MaxLimit {
+		return 0, false
+	}
+	return n, true
+}
+
+func badLimit(c echo.Context) error {
+	return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
+}
+
+func badSince(c echo.Context) error {
+	return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+}
+
 func (a *api) auth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
@@ -233,7 +255,7 @@ func parseSince(s string) (time.Time, error) {
 func (a *api) replayDead(c echo.Context) error {
 	t, err := since(c)
 	if err != nil {
-		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
+		return badSince(c)
 	}
 	n, err := inbox.ReplayDead(c.Request().Context(), a.pool, t, intParam(c, "limit", 1000))
 	if err != nil {
@@ -248,13 +270,11 @@ func (a *api) replayDead(c echo.Context) error {
 func (a *api) listParked(c echo.Context) error {
 	q := c.QueryParams()
 	f := projection.ParkedFilter{Provider: q.Get("provider"), SourceAccount: q.Get("account"), Environment: q.Get("environment")}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > MaxLimit {
-			return fail(c, http.StatusBadRequest, "bad_limit", fmt.Sprintf("limit must be a positive integer up to %d", MaxLimit))
-		}
-		f.Limit = n
+	limit, ok := queryLimit(c)
+	if !ok {
+		return badLimit(c)
 	}
+	f.Limit = limit
 	parked, err := projection.ListParked(c.Request().Context(), a.pool, f)
 	if err != nil {
 		return a.internal(c, err)
