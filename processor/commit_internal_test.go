@@ -63,11 +63,18 @@ func newCommitRig(t *testing.T, parts int32, perPart int) *commitRig {
 	return r
 }
 
-// worker registers a running worker for part, as assigned does.
-func (r *commitRig) worker(part int32) *worker {
+// worker registers a running worker for part, as assigned does. Told to
+// quit, it first finishes the batch last (when given), as a worker finishes
+// the batch it is writing.
+func (r *commitRig) worker(part int32, last ...*kgo.Record) *worker {
 	w := &worker{p: r.p, part: part, recs: make(chan []*kgo.Record, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	go func() { <-w.quit; close(w.done) }()
+	go func() {
+		<-w.quit
+		w.commit(last)
+		close(w.done)
+	}()
 	r.p.mu.Lock()
+	w.off = r.p.offsets
 	r.p.workers[part] = w
 	r.p.mu.Unlock()
 	return w
@@ -91,33 +98,40 @@ func (r *commitRig) committed(t *testing.T) map[int32]int64 {
 
 // A revoke commits what the revoked partitions' workers handed over before
 // it returns (before the group can give the partitions to another member),
-// and nothing of the partitions it keeps; a worker whose partition was
-// taken away hands over nothing any more; a lost partition's offsets are
-// forgotten, never committed. Fails without the revoke's flush, the
-// ownership check in markDone, or lost's drop.
+// the batch a worker finishes while the revoke waits for it included, and
+// nothing of the partitions it keeps; a worker whose partition was taken
+// away hands over nothing any more; a lost partition's offsets are
+// forgotten, never committed, also the batch its worker finishes while
+// stopping. Fails without the revoke's flush, with a revoke that drops the
+// batch its worker finishes, without the seal, or without lost's drop.
 func TestRevokeCommitsHandedOverOffsetsOfItsPartitionsOnly(t *testing.T) {
 	t.Parallel()
-	r := newCommitRig(t, 3, 5)
+	r := newCommitRig(t, 4, 5)
 	ctx := context.Background()
-	w0, w1, w2 := r.worker(0), r.worker(1), r.worker(2)
+	w0, w1, w2 := r.worker(0), r.worker(1, r.recs[1][3]), r.worker(2, r.recs[2][4])
+	r.worker(3, r.recs[3][4])
 	w0.commit(r.recs[0][:3])
-	w1.commit(r.recs[1][:4])
+	w1.commit(r.recs[1][:2])
 	w2.commit(r.recs[2][:2])
-	require.Equal(t, map[int32]int64{0: -1, 1: -1, 2: -1}, r.committed(t), "nothing committed before a revoke (the committer is not running)")
+	require.Equal(t, map[int32]int64{0: -1, 1: -1, 2: -1, 3: -1}, r.committed(t), "nothing committed before a revoke (the committer is not running)")
 
 	r.p.revoked(ctx, r.cl, map[string][]int32{r.k.Topic: {0}})
-	require.Equal(t, map[int32]int64{0: 3, 1: -1, 2: -1}, r.committed(t), "the revoked partition's progress is committed by the revoke itself")
+	require.Equal(t, map[int32]int64{0: 3, 1: -1, 2: -1, 3: -1}, r.committed(t), "the revoked partition's progress is committed by the revoke itself")
 
 	w0.commit(r.recs[0]) // a batch the revoked worker finished after the revoke
 	r.p.offsets.flush(ctx, []int32{0}, true)
-	require.Equal(t, map[int32]int64{0: 3, 1: -1, 2: -1}, r.committed(t), "the revoked worker's later batch must not be committed")
+	require.Equal(t, map[int32]int64{0: 3, 1: -1, 2: -1, 3: -1}, r.committed(t), "the revoked worker's later batch must not be committed")
 
 	r.p.revoked(ctx, r.cl, map[string][]int32{r.k.Topic: {1}})
-	require.Equal(t, map[int32]int64{0: 3, 1: 4, 2: -1}, r.committed(t))
+	require.Equal(t, map[int32]int64{0: 3, 1: 4, 2: -1, 3: -1}, r.committed(t), "the batch finished while the revoke waited is committed")
 
 	r.p.lost(ctx, r.cl, map[string][]int32{r.k.Topic: {2}})
 	r.p.offsets.flush(ctx, []int32{0, 1, 2}, true)
-	require.Equal(t, map[int32]int64{0: 3, 1: 4, 2: -1}, r.committed(t), "a lost partition's offsets are never committed")
+	require.Equal(t, map[int32]int64{0: 3, 1: 4, 2: -1, 3: -1}, r.committed(t), "a lost partition's offsets are never committed")
+
+	// The end of a session (Close) revokes what is left.
+	r.p.revoked(ctx, r.cl, map[string][]int32{r.k.Topic: {3}})
+	require.Equal(t, map[int32]int64{0: 3, 1: 4, 2: -1, 3: 5}, r.committed(t))
 }
 
 // Many workers hand offsets over concurrently while the committer runs and

@@ -182,8 +182,11 @@ func (c Config) validate() error {
 	if c.HeartbeatInterval*3 > c.SessionTimeout {
 		return fmt.Errorf("processor config: HeartbeatInterval (%s) must be at most a third of SessionTimeout (%s)", c.HeartbeatInterval, c.SessionTimeout)
 	}
-	if c.RebalanceTimeout <= c.RevokeGrace {
-		return fmt.Errorf("processor config: RebalanceTimeout (%s) must exceed RevokeGrace (%s)", c.RebalanceTimeout, c.RevokeGrace)
+	// A revoke may take RevokeGrace, then wait for an offset commit in
+	// flight and make its own.
+	if c.RebalanceTimeout <= c.RevokeGrace+2*commitTimeout {
+		return fmt.Errorf("processor config: RebalanceTimeout (%s) must exceed RevokeGrace (%s) plus two offset commits (%s)",
+			c.RebalanceTimeout, c.RevokeGrace, 2*commitTimeout)
 	}
 	return nil
 }
@@ -324,7 +327,9 @@ func (p *Processor) session(ctx context.Context) (rejoin bool, err error) {
 		stopCommits()
 		<-committed
 		cl.Close()
-		p.stopAll(p.allWorkers())
+		ws := p.allWorkers()
+		p.seal(ws)
+		p.stopAll(ws)
 		p.mu.Lock()
 		p.cl, p.stopPoll, p.owned, p.offsets = nil, nil, map[int32]struct{}{}, nil
 		p.mu.Unlock()
@@ -467,6 +472,7 @@ func (p *Processor) assigned(ctx context.Context, _ *kgo.Client, assigned map[st
 		w := &worker{p: p, part: part, tok: tok, recs: make(chan []*kgo.Record, 4),
 			quit: make(chan struct{}), done: make(chan struct{})}
 		p.mu.Lock()
+		w.off = p.offsets
 		p.workers[part] = w
 		p.mu.Unlock()
 		p.metrics.fenceTakes.Inc()
@@ -517,25 +523,41 @@ func (p *Processor) fatal() error {
 	return p.fatalErr
 }
 
-// revoked stops the revoked partitions' workers, then commits the offsets
-// they handed over, before the group may give the partitions to another
-// member.
+// revoked stops the revoked partitions' workers (each finishes the batch
+// it is writing, within RevokeGrace), then commits the offsets they handed
+// over, before the group may give the partitions to another member. A
+// worker still running after that is sealed: nothing it finishes later is
+// committed.
 func (p *Processor) revoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	parts := revoked[p.cfg.Topic]
-	p.stopAll(p.take(parts))
+	ws := p.take(parts)
+	p.stopAll(ws)
+	p.seal(ws)
 	if off := p.sessionOffsets(); off != nil {
 		off.flush(ctx, parts, true)
 	}
 }
 
-// lost stops the lost partitions' workers and forgets their offsets: the
-// group may have given the partitions to another member already, and our
-// membership is gone, so a commit could only fail or rewind the new owner.
+// lost seals and stops the lost partitions' workers and forgets their
+// offsets: the group may have given the partitions to another member
+// already, and our membership is gone, so a commit could only fail or
+// rewind the new owner.
 func (p *Processor) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 	parts := lost[p.cfg.Topic]
-	p.stopAll(p.take(parts))
+	ws := p.take(parts)
+	p.seal(ws)
+	p.stopAll(ws)
 	if off := p.sessionOffsets(); off != nil {
 		off.flush(ctx, parts, false)
+	}
+}
+
+// seal makes ws hand over no further offsets.
+func (p *Processor) seal(ws []*worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range ws {
+		w.sealed = true
 	}
 }
 
@@ -546,20 +568,16 @@ func (p *Processor) sessionOffsets() *offsets {
 }
 
 // markDone hands the offset of rec, the last record of a batch w wrote, to
-// the session's committer, only while w has not been told to stop: a revoke
-// closes quit before it commits the revoked partitions, and from then on the
-// new owner commits; an offset from us could rewind its progress. (A worker
-// of an earlier session was stopped the same way.)
+// the committer of w's session, unless w was sealed: a revoke seals its
+// workers before it returns and the partitions move, and from then on the
+// new owner commits; an offset from us could rewind its progress. A batch
+// finished while the revoke waits for its worker is still ours and is
+// committed by the revoke.
 func (p *Processor) markDone(w *worker, rec *kgo.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	select {
-	case <-w.quit:
-		return
-	default:
-	}
-	if p.offsets != nil {
-		p.offsets.mark(rec)
+	if !w.sealed && w.off != nil {
+		w.off.mark(rec)
 	}
 }
 
@@ -631,8 +649,12 @@ func (p *Processor) retryLoop(ctx context.Context) {
 
 // worker owns one partition while it is assigned.
 type worker struct {
-	p        *Processor
-	part     int32
+	p    *Processor
+	part int32
+	// off is the committer of the session that started the worker;
+	// sealed (guarded by p.mu) says it may hand over no more offsets.
+	off      *offsets
+	sealed   bool
 	tok      fence.Token
 	recs     chan []*kgo.Record
 	quit     chan struct{}
@@ -663,11 +685,18 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// more appends the batches already waiting for this worker to recs, up to
-// MaxPollRecords, so that a worker that fell behind catches up with one
-// load, one transaction and one offset hand-over instead of one per poll.
+// more appends the batches already waiting for this worker to recs while
+// recs holds fewer than MaxPollRecords (so at most about twice that), so
+// that a worker that fell behind catches up with one load, one transaction
+// and one offset hand-over instead of one per poll. A worker told to stop
+// takes no more.
 func (w *worker) more(recs []*kgo.Record) []*kgo.Record {
 	for len(recs) < w.p.cfg.MaxPollRecords {
+		select {
+		case <-w.quit:
+			return recs
+		default:
+		}
 		select {
 		case next := <-w.recs:
 			recs = append(recs, next...)
