@@ -107,7 +107,9 @@ type Processor struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// HeartbeatInterval is at most a third of session_timeout. Defaults to 1s.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
-	// RebalanceTimeout bounds a rebalance's rejoin. Defaults to 30s.
+	// RebalanceTimeout bounds a rebalance's rejoin. It must exceed what a
+	// revoke may take: the revoked workers' grace (10s) plus two offset
+	// commits (5s each). Defaults to 30s.
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 }
 
