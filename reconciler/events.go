@@ -37,6 +37,12 @@ type EventLister interface {
 	ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error)
 }
 
+// ErrCursorGone is what an EventLister wraps when the provider no longer
+// knows the cursor it was given: Stripe lists events for 30 days, so a walk
+// interrupted for longer resumes from an event that is gone. The scan then
+// walks again from its lower bound.
+var ErrCursorGone = errors.New("the provider no longer knows the listing cursor")
+
 // eventWalk is the cursor of an events walk in progress: the lower bound it
 // started with (kept across an interruption, so the walk resumes the same
 // listing), where it stands, and the newest event time it saw.
@@ -92,8 +98,17 @@ func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport
 		// it (the provider's list is not a log we read at one instant).
 		w.Since = from.Add(-r.cfg.Overlap)
 	}
+	restarted := false
 	for {
 		page, err := s.Events.ListEvents(ctx, w.Since, w.Cursor, r.cfg.PageSize)
+		if err != nil && w.Cursor != "" && !restarted && errors.Is(err, ErrCursorGone) {
+			// Once per round: a walk from the lower bound that fails the
+			// same way is not a cursor problem.
+			r.log.WarnContext(ctx, "events cursor no longer known to the provider; walking again from the lower bound",
+				"source", s.Name(), "since", w.Since, "error", err.Error())
+			restarted, w.Cursor = true, ""
+			continue
+		}
 		if err != nil {
 			err = fmt.Errorf("list %s events for %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
 			return r.interrupted(ctx, s, lr, mustJSON(w), err)

@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -133,4 +134,35 @@ func TestEventsScanIngestsOnlyTypesTheEndpointAccepts(t *testing.T) {
 		require.NoError(t, rows.Err())
 		require.Equal(t, []string{"invoice.paid"}, types, "allow-list %v", allowed)
 	}
+}
+
+// Stripe keeps events for 30 days: a walk interrupted for longer (a
+// reconciler stopped for a month, a rate limit that lasted) resumes from a
+// cursor Stripe no longer lists and answers 400 resource_missing for. The
+// scan then walks again from its lower bound (what is already in the inbox
+// is a duplicate) instead of failing on the same cursor every round. Fails
+// without the restart.
+func TestEventsWalkWhoseCursorExpiredStartsAgainFromItsLowerBound(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
+	ctx := context.Background()
+	expired, _ := p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_expired", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-31*24*time.Hour))
+	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_recent", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-time.Minute))
+	src := stripeEventsSource(p)
+	walk := fmt.Sprintf(`{"since":%q,"cursor":%q}`, time.Now().Add(-40*24*time.Hour).UTC().Format(time.RFC3339Nano), expired)
+	_, err := p.Pool.Exec(ctx, `INSERT INTO reconcile_checkpoint (source, listing, cursor, last_error) VALUES ($1, $2, $3, 'rate limited')`,
+		src.Name(), reconciler.ListingEvents, walk)
+	require.NoError(t, err)
+
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
+	rep, err := r.Round(ctx, reconciler.Filter{})
+	require.NoError(t, err)
+	lr := rep.Sources[0].Listings[0]
+	require.True(t, lr.Complete, "the walk started again and completed: %+v", lr)
+	require.EqualValues(t, 1, rep.Sources[0].EventsIngested, "the event Stripe still lists")
+	cps, err := reconciler.Checkpoints(ctx, p.Pool)
+	require.NoError(t, err)
+	require.Len(t, cps, 1)
+	require.Empty(t, cps[0].LastError)
+	require.NotNil(t, cps[0].HighWater)
 }

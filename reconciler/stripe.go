@@ -2,6 +2,8 @@ package reconciler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -23,6 +25,12 @@ type StripeEvents struct {
 func (e StripeEvents) ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error) {
 	evs, more, err := e.Client.ListEvents(stripeapi.Background(ctx), e.Account, since, e.Types, cursor, limit)
 	if err != nil {
+		// Stripe answers an unknown starting_after with resource_missing
+		// (https://docs.stripe.com/api/pagination); events older than 30
+		// days are no longer listed (https://docs.stripe.com/api/events).
+		if cursor != "" && (stripeapi.ErrorCode(err) == "resource_missing" || errors.Is(err, stripeapi.ErrNotFound)) {
+			return EventPage{}, fmt.Errorf("%w: %w", ErrCursorGone, err)
+		}
 		return EventPage{}, err
 	}
 	page := EventPage{Events: make([]ListedEvent, len(evs))}

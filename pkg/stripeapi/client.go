@@ -417,6 +417,16 @@ func (e *statusError) Error() string {
 
 func (e *statusError) Unwrap() error { return e.sentinel }
 
+// ErrorCode is the code of Stripe's error answer in err ("resource_missing",
+// "rate_limit", ...), "" when err holds none.
+func ErrorCode(err error) string {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	return ""
+}
+
 func statusErr(path string, status int, body []byte) *statusError {
 	e := &statusError{path: path, status: status}
 	var se struct {
