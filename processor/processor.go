@@ -40,6 +40,9 @@ const (
 	// PartitionCheckIntervalDefault bounds how long a running processor
 	// takes to notice that the topic's partition count changed.
 	PartitionCheckIntervalDefault = 30 * time.Second
+	// TopicWaitDefault is how long a starting processor waits for its
+	// topic (or its brokers) to appear.
+	TopicWaitDefault = 2 * time.Minute
 	MaxPollRecordsDefault         = 1000
 	FetchConcurrencyDefault       = 8
 	// SessionTimeoutDefault is how long the group coordinator waits for a
@@ -108,6 +111,12 @@ type Config struct {
 	// compared with the fenced one while the processor runs. Defaults to
 	// PartitionCheckIntervalDefault.
 	PartitionCheckInterval time.Duration
+	// TopicWait is how long a starting processor waits for the topic to
+	// exist and the brokers to answer: services are started in any order
+	// (a Kubernetes rollout, docker compose), and the topic may be created
+	// by another process a moment later. Meanwhile it is not ready; then it
+	// fails with the last error. Defaults to TopicWaitDefault.
+	TopicWait time.Duration
 	// SessionTimeout is how long the group coordinator keeps a member that
 	// stopped heartbeating; then its partitions go to the other members.
 	// Lower means a killed or frozen processor's partitions resume sooner;
@@ -124,7 +133,7 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// RebalanceTimeout bounds how long members may take to rejoin once a
 	// rebalance began (Kafka's rebalance.timeout.ms); it must exceed
-	// RevokeGrace. Defaults to RebalanceTimeoutDefault.
+	// RevokeGrace plus two offset commits. Defaults to RebalanceTimeoutDefault.
 	RebalanceTimeout time.Duration
 	// MaxPollRecords caps one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
@@ -155,6 +164,7 @@ func (c Config) WithDefaults() Config {
 	c.RevokeGrace = cmp.Or(c.RevokeGrace, RevokeGraceDefault)
 	c.RetryInterval = cmp.Or(c.RetryInterval, RetryIntervalDefault)
 	c.PartitionCheckInterval = cmp.Or(c.PartitionCheckInterval, PartitionCheckIntervalDefault)
+	c.TopicWait = cmp.Or(c.TopicWait, TopicWaitDefault)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, SessionTimeoutDefault)
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, HeartbeatIntervalDefault)
 	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, RebalanceTimeoutDefault)
@@ -259,7 +269,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	// The watcher stops before its client closes.
 	defer func() { cancel(); admin.Close() }()
-	n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
+	n, err := p.waitTopic(ctx, admin)
 	if err != nil {
 		return fmt.Errorf("processor: %w", err)
 	}
@@ -285,6 +295,34 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		p.metrics.rejoins.WithLabelValues("fenced").Inc()
 		p.log.InfoContext(ctx, "rejoining the group: a fenced partition resumes under a fresh fence")
+	}
+}
+
+// waitTopic reads the topic's partition count, waiting up to TopicWait while
+// the topic does not exist yet or the brokers do not answer.
+func (p *Processor) waitTopic(ctx context.Context, admin *kgo.Client) (int, error) {
+	deadline := time.Now().Add(p.cfg.TopicWait)
+	delay := 250 * time.Millisecond
+	var logged time.Time
+	for {
+		n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
+		if err == nil {
+			return n, nil
+		}
+		if ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
+			return 0, err
+		}
+		if time.Since(logged) > 30*time.Second {
+			logged = time.Now()
+			p.log.WarnContext(ctx, "waiting for the topic", slog.String("topic", p.cfg.Topic),
+				slog.Duration("up_to", time.Until(deadline).Round(time.Second)), slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
 	}
 }
 

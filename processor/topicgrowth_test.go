@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/fence"
+	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/processor"
 )
 
@@ -93,4 +94,59 @@ func TestProcessorAssignedPartitionBeyondFencedCountStops(t *testing.T) {
 	require.NoError(t, p.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM partition_fence WHERE topic = $1 AND partition >= 4`, p.Kafka.Topic).Scan(&fences))
 	require.Zero(t, fences, "a fence was taken on a partition the fenced count does not know")
+}
+
+// Services start in any order: a processor started before the process that
+// creates its topic waits for the topic (not ready meanwhile) and starts
+// once it exists, with the topic's real partition count fenced; with no
+// topic at all it gives up after TopicWait and names the topic. Fails if
+// the processor reads the topic once at start.
+func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
+	late := kafkatest.UniqueName(t, "hookyard.late")
+	cfg := p.ProcessorConfig("early")
+	cfg.Topic = late
+	cfg.Registerer = prometheus.NewRegistry()
+	proc, err := processor.New(p.Pool, p.Log, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- proc.Run(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("processor ended before its topic existed: %v", err)
+	case <-proc.Ready():
+		t.Fatal("processor ready without its topic")
+	case <-time.After(1500 * time.Millisecond):
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(context.Background(), 3, -1, nil, late)
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), late) })
+	select {
+	case err := <-done:
+		t.Fatalf("processor ended after its topic was created: %v", err)
+	case <-proc.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("processor never started after its topic was created")
+	}
+	var recorded int
+	require.NoError(t, p.Pool.QueryRow(context.Background(), `SELECT partition_count FROM topic_fence WHERE topic = $1`, late).Scan(&recorded))
+	require.Equal(t, 3, recorded)
+
+	cfg.Topic = kafkatest.UniqueName(t, "hookyard.never")
+	cfg.TopicWait = 500 * time.Millisecond
+	cfg.Registerer = prometheus.NewRegistry()
+	never, err := processor.New(p.Pool, p.Log, cfg)
+	require.NoError(t, err)
+	err = never.Run(ctx)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), cfg.Topic)
 }
