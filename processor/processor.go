@@ -42,9 +42,9 @@ const (
 	PartitionCheckIntervalDefault = 30 * time.Second
 	// TopicWaitDefault is how long a starting processor waits for its
 	// topic (or its brokers) to appear.
-	TopicWaitDefault = 2 * time.Minute
-	MaxPollRecordsDefault         = 1000
-	FetchConcurrencyDefault       = 8
+	TopicWaitDefault        = 2 * time.Minute
+	MaxPollRecordsDefault   = 1000
+	FetchConcurrencyDefault = 8
 	// SessionTimeoutDefault is how long the group coordinator waits for a
 	// silent member (killed, frozen, cut off) before it hands its
 	// partitions to the others: a processor killed with -9 stalls its
