@@ -19,10 +19,17 @@ import (
 const ghSecret = "gh-test-secret"
 
 func githubPipeline(t *testing.T) (*pipelinetest.Pipeline, *githubsim.Sim, reconciler.Source) {
+	return githubPipelineWith(t, githubsim.Config{})
+}
+
+// githubPipelineWith is githubPipeline with the simulated hook's settings
+// (an App's hook: AppID).
+func githubPipelineWith(t *testing.T, cfg githubsim.Config) (*pipelinetest.Pipeline, *githubsim.Sim, reconciler.Source) {
 	t.Helper()
 	p := pipelinetest.New(t, pipelinetest.Options{Endpoints: []provider.Endpoint{{ID: "github-test", Provider: provider.GitHub,
 		SourceAccount: "gh-org", Environment: "prod", Secrets: []string{ghSecret}}}})
-	sim := githubsim.New(githubsim.Config{WebhookURL: p.Receiver.URL + "/webhooks/github-test", Secret: ghSecret})
+	cfg.WebhookURL, cfg.Secret = p.Receiver.URL+"/webhooks/github-test", ghSecret
+	sim := githubsim.New(cfg)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	client, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 1000, Burst: 100}, sim.Hook(), p.Log)
@@ -38,7 +45,14 @@ func githubPipeline(t *testing.T) (*pipelinetest.Pipeline, *githubsim.Sim, recon
 // once per round while the failed attempt stays listed, or never asks.
 func TestLostGitHubDeliveryIsRedeliveredOnce(t *testing.T) {
 	t.Parallel()
-	p, sim, src := githubPipeline(t)
+	t.Run("repository hook", func(t *testing.T) { t.Parallel(); lostDeliveryRedeliveredOnce(t, githubsim.Config{}) })
+	// An App's webhook: listed at /app/hook/deliveries with the App's
+	// signed token.
+	t.Run("app hook", func(t *testing.T) { t.Parallel(); lostDeliveryRedeliveredOnce(t, githubsim.Config{AppID: "4242"}) })
+}
+
+func lostDeliveryRedeliveredOnce(t *testing.T, cfg githubsim.Config) {
+	p, sim, src := githubPipelineWith(t, cfg)
 	ctx := context.Background()
 	payload := map[string]any{"action": "opened", "repository": map[string]any{"full_name": "gh-org/repo"}}
 	okGUID, status, err := sim.Send(ctx, "issues", payload)

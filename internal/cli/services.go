@@ -350,7 +350,7 @@ func (e *env) startSimulators(ctx context.Context, g *errgroup.Group, simAddr st
 	if githubEP != nil && e.cfg.GitHubAPIBase == "" {
 		h := githubEP.GitHubHook
 		sim := githubsim.New(githubsim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/" + githubEP.ID,
-			Secret: githubEP.Secrets[0], Repo: h.Repo, Org: h.Org, HookID: h.HookID, Token: h.Token})
+			Secret: githubEP.Secrets[0], Repo: h.Repo, Org: h.Org, HookID: h.HookID, Token: h.Token, AppID: h.AppID, AppKey: h.PrivateKey})
 		mux.Handle("/github/", http.StripPrefix("/github", sim))
 		served = true
 	}

@@ -353,6 +353,10 @@ func (c *Config) validate() error {
 				errs = append(errs, fmt.Errorf("config: %s.github_hook is only read for github endpoints", where))
 			} else if _, err := github.HookPath(*ep.GitHubHook); err != nil {
 				errs = append(errs, fmt.Errorf("config: %s.github_hook: %w", where, err))
+			} else if ep.GitHubHook.AppID != "" {
+				if _, err := github.ParseAppKey(ep.GitHubHook.PrivateKey); err != nil {
+					errs = append(errs, fmt.Errorf("config: %s.github_hook: %w", where, err))
+				}
 			}
 		}
 		if ep.Provider != provider.Stripe {

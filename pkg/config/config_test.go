@@ -1,6 +1,10 @@
 package config_test
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"maps"
 	"os"
 	"path/filepath"
@@ -446,4 +450,37 @@ func TestProcessorSessionSettingsLoadAndNegativeOnesAreRefused(t *testing.T) {
 	require.Equal(t, 40*time.Second, c.Processor.RebalanceTimeout)
 	_, err = config.Parse([]byte("processor:\n  session_timeout: -1s\n"), lookup(nil))
 	require.ErrorContains(t, err, "processor.session_timeout")
+}
+
+// A GitHub App's hook reads its private key from a file (the secret mount)
+// and is checked at load: a key file that is missing or holds no RSA key
+// fails the config, naming the field and never the key.
+func TestGitHubAppHookReadsItsKeyFromAFile(t *testing.T) {
+	t.Parallel()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "app.pem")
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), 0o600))
+	badFile := filepath.Join(dir, "bad.pem")
+	require.NoError(t, os.WriteFile(badFile, []byte("-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0LWJ5dGVz\n-----END RSA PRIVATE KEY-----\n"), 0o600))
+	doc := func(file string) []byte {
+		return []byte(`
+endpoints:
+  - id: gh
+    provider: github
+    source_account: org
+    environment: prod
+    secrets: [s]
+    github_hook: {app_id: "123456", private_key: "${file:` + file + `}"}
+`)
+	}
+	cfg, err := config.Parse(doc(keyFile), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, "123456", cfg.Endpoints[0].GitHubHook.AppID)
+	require.Contains(t, cfg.Endpoints[0].GitHubHook.PrivateKey, "RSA PRIVATE KEY")
+
+	_, err = config.Parse(doc(badFile), lookup(nil))
+	require.ErrorContains(t, err, "endpoints[0].github_hook")
+	require.NotContains(t, err.Error(), "c2VjcmV0LWJ5dGVz")
 }

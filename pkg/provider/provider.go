@@ -183,7 +183,8 @@ type Identifier interface {
 }
 
 // GitHubHook names one GitHub webhook: a repository's (Repo "owner/name")
-// or an organization's (Org) hook HookID.
+// or an organization's (Org) hook HookID, read with Token; or a GitHub
+// App's webhook (AppID and PrivateKey, nothing else: an App has one).
 type GitHubHook struct {
 	// Repo is "owner/name" of a repository hook.
 	Repo string `yaml:"repo"`
@@ -194,4 +195,10 @@ type GitHubHook struct {
 	// Token is the API token, with admin:repo_hook (or admin:org_hook),
 	// e.g. "${GITHUB_TOKEN}".
 	Token string `yaml:"token"`
+	// AppID is a GitHub App's id (or client id): the hook is the App's own
+	// webhook, listed with a token signed by PrivateKey.
+	AppID string `yaml:"app_id"`
+	// PrivateKey is the App's private key, PEM, e.g.
+	// "${file:/run/secrets/github-app.pem}".
+	PrivateKey string `yaml:"private_key"`
 }

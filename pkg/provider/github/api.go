@@ -3,6 +3,7 @@ package github
 import (
 	"cmp"
 	"context"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,9 +49,23 @@ var (
 // redelivered (the endpoint's github_hook).
 type Hook = provider.GitHubHook
 
+// AppHookPath is a GitHub App's deliveries collection
+// (https://docs.github.com/en/rest/apps/webhooks#list-deliveries-for-an-app-webhook).
+const AppHookPath = "/app/hook/deliveries"
+
 // HookPath is the hook's deliveries collection under the API root.
 func HookPath(h Hook) (string, error) {
 	switch {
+	case h.AppID != "":
+		if h.Repo != "" || h.Org != "" || h.HookID != 0 || h.Token != "" {
+			return "", errors.New("github hook: an App's hook is named by app_id and private_key only, not repo, org, hook_id or token")
+		}
+		if h.PrivateKey == "" {
+			return "", errors.New("github hook: app_id needs the App's private_key")
+		}
+		return AppHookPath, nil
+	case h.PrivateKey != "":
+		return "", errors.New("github hook: private_key needs app_id")
 	case h.HookID <= 0:
 		return "", errors.New("github hook: hook_id is required")
 	case h.Repo != "" && h.Org != "":
@@ -103,6 +118,8 @@ type Client struct {
 	path  string
 	guard *apiguard.Guard
 	log   *slog.Logger
+	// appKey signs the App's tokens (nil for a repository or org hook).
+	appKey *rsa.PrivateKey
 }
 
 // NewClient returns a client of hook.
@@ -125,7 +142,13 @@ func NewClient(cfg APIConfig, hook Hook, log *slog.Logger) (*Client, error) {
 		Healthy: func(err error) bool {
 			return err == nil || !(errors.Is(err, ErrServer) || errors.Is(err, ErrRateLimited) || !isStatus(err))
 		}})
-	return &Client{cfg: cfg, hook: hook, path: path, guard: g, log: log}, nil
+	c := &Client{cfg: cfg, hook: hook, path: path, guard: g, log: log}
+	if hook.AppID != "" {
+		if c.appKey, err = ParseAppKey(hook.PrivateKey); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // nextCursor finds the cursor of rel="next" in a Link header: GitHub pages
@@ -206,7 +229,14 @@ func (c *Client) send(ctx context.Context, method, path string, want int) ([]byt
 	}
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", APIVersion)
-	if c.hook.Token != "" {
+	switch {
+	case c.appKey != nil:
+		tok, err := AppJWT(c.appKey, c.hook.AppID, time.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	case c.hook.Token != "":
 		req.Header.Set("Authorization", "Bearer "+c.hook.Token)
 	}
 	resp, err := c.cfg.HTTPClient.Do(req)

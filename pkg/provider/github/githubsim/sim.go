@@ -14,7 +14,13 @@
 //     first, and keeps deliveries of the last 3 days
 //     (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook);
 //   - every API call needs the hook's token (401 otherwise); an unknown
-//     hook is a 404.
+//     hook is a 404;
+//   - an App's webhook (Config.AppID) is listed at /app/hook/deliveries
+//     with a JSON Web Token the App signs (RS256, iss the App's id); a
+//     token that is not one, is signed by another key, names another App,
+//     has expired or expires more than 10 minutes ahead is a 401, as is a
+//     personal token
+//     (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app).
 //
 // Control endpoints for curl:
 //
@@ -26,15 +32,22 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +77,11 @@ type Config struct {
 	HookID int64
 	// Token is the API token the simulator accepts. Defaults to DevToken.
 	Token string
+	// AppID makes the hook a GitHub App's (Repo, Org, HookID and Token are
+	// not used); AppKey is its private key, PEM (generated when empty, and
+	// handed out by Hook).
+	AppID  string
+	AppKey string
 	// HTTPClient sends deliveries; nil uses a client with a 10s timeout,
 	// GitHub's own delivery deadline.
 	HTTPClient *http.Client
@@ -86,6 +104,8 @@ type Sim struct {
 	log  []Delivery // oldest first
 	// redeliveries counts POST .../attempts by delivery guid.
 	redeliveries map[string]int
+	// appPub checks an App's tokens (nil for a repository or org hook).
+	appPub *rsa.PublicKey
 }
 
 // New returns a simulator with no deliveries.
@@ -100,9 +120,24 @@ func New(cfg Config) *Sim {
 	}
 	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}}
 	base := ""
-	if cfg.Repo != "" {
+	switch {
+	case cfg.AppID != "":
+		if cfg.AppKey == "" {
+			k, err := rsa.GenerateKey(rand.Reader, 2048)
+			if err != nil {
+				panic(fmt.Sprintf("githubsim: generate an App key: %v", err))
+			}
+			s.cfg.AppKey = string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+		}
+		k, err := github.ParseAppKey(s.cfg.AppKey)
+		if err != nil {
+			panic(fmt.Sprintf("githubsim: %v", err))
+		}
+		s.appPub = &k.PublicKey
+		base = github.AppHookPath
+	case cfg.Repo != "":
 		base = "/repos/" + cfg.Repo + "/hooks/{hook_id}/deliveries"
-	} else {
+	default:
 		base = "/orgs/" + cfg.Org + "/hooks/{hook_id}/deliveries"
 	}
 	s.mux.HandleFunc("GET "+base, s.api(s.list))
@@ -121,6 +156,9 @@ func New(cfg Config) *Sim {
 
 // Hook is the simulated hook, for a client.
 func (s *Sim) Hook() github.Hook {
+	if s.cfg.AppID != "" {
+		return github.Hook{AppID: s.cfg.AppID, PrivateKey: s.cfg.AppKey}
+	}
 	return github.Hook{Repo: s.cfg.Repo, Org: s.cfg.Org, HookID: s.cfg.HookID, Token: s.cfg.Token}
 }
 
@@ -214,6 +252,16 @@ func (s *Sim) post(ctx context.Context, guid, event string, body []byte) int {
 
 func (s *Sim) api(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.appPub != nil {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if err := checkAppJWT(tok, s.appPub, s.cfg.AppID, time.Now()); err != nil {
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"message": err.Error(),
+					"documentation_url": "https://docs.github.com/rest"})
+				return
+			}
+			h(w, r)
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer "+s.cfg.Token {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials",
 				"documentation_url": "https://docs.github.com/rest"})
@@ -339,4 +387,45 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// checkAppJWT checks an App's token as GitHub does: an RS256 JWT signed by
+// the App's key, iss the App, not expired, exp at most 10 minutes ahead,
+// iat not in the future. The messages are GitHub's.
+func checkAppJWT(tok string, pub *rsa.PublicKey, appID string, now time.Time) error {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return errors.New("A JSON web token could not be decoded")
+	}
+	header, err1 := base64.RawURLEncoding.DecodeString(parts[0])
+	claims, err2 := base64.RawURLEncoding.DecodeString(parts[1])
+	sig, err3 := base64.RawURLEncoding.DecodeString(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return errors.New("A JSON web token could not be decoded")
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(header, &h) != nil || h.Alg != "RS256" {
+		return errors.New("A JSON web token could not be decoded")
+	}
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig) != nil {
+		return errors.New("A JSON web token could not be decoded")
+	}
+	var c github.AppClaims
+	if json.Unmarshal(claims, &c) != nil {
+		return errors.New("A JSON web token could not be decoded")
+	}
+	switch {
+	case c.Issuer != appID:
+		return errors.New("'Issuer' claim ('iss') must be an Integer")
+	case c.ExpiresAt <= now.Unix():
+		return errors.New("'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires")
+	case c.ExpiresAt > now.Add(10*time.Minute).Unix():
+		return errors.New("'Expiration time' claim ('exp') is too far in the future")
+	case c.IssuedAt > now.Unix()+1:
+		return errors.New("'Issued at' claim ('iat') must be an Integer representing a time in the past")
+	}
+	return nil
 }

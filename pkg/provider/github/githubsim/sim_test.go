@@ -2,10 +2,15 @@ package githubsim_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -75,4 +80,106 @@ func TestSimulatedHookListsAndRedeliversLikeGitHub(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = bad.ListDeliveries(ctx, "", 10)
 	require.ErrorIs(t, err, github.ErrUnauthorized)
+}
+
+// A GitHub App's webhook is listed and redelivered at /app/hook/deliveries
+// with a token the App signs (RS256, iss the App id, exp at most 10
+// minutes ahead), as GitHub documents; a personal token, a token signed by
+// another key, naming another App, or expiring too far ahead is a 401.
+// Fails if the client sends the App's token wrongly or the simulator takes
+// any bearer.
+func TestAppHookIsReadWithTheAppsSignedToken(t *testing.T) {
+	t.Parallel()
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable) // every delivery fails
+	}))
+	t.Cleanup(rcv.Close)
+	sim := githubsim.New(githubsim.Config{WebhookURL: rcv.URL, Secret: "s", AppID: "123456"})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	guid, _, err := sim.Send(ctx, "installation", map[string]any{"action": "created"})
+	require.NoError(t, err)
+
+	h := sim.Hook()
+	require.Equal(t, "123456", h.AppID)
+	c, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 100, Burst: 10}, h, nil)
+	require.NoError(t, err)
+	ds, _, err := c.ListDeliveries(ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, guid, ds[0].GUID)
+	require.NoError(t, c.Redeliver(ctx, ds[0].ID))
+	sim.Wait()
+	require.Equal(t, 1, sim.Redeliveries(guid))
+
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	otherPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(other)}))
+	key, err := github.ParseAppKey(h.PrivateKey)
+	require.NoError(t, err)
+	get := func(auth string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+github.AppHookPath, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	good, err := github.AppJWT(key, "123456", time.Now())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, get("Bearer "+good))
+	forged, err := github.AppJWT(other, "123456", time.Now())
+	require.NoError(t, err)
+	otherApp, err := github.AppJWT(key, "999", time.Now())
+	require.NoError(t, err)
+	expired, err := github.AppJWT(key, "123456", time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	tooLong, err := github.AppJWT(key, "123456", time.Now().Add(5*time.Minute)) // exp 14 min ahead
+	require.NoError(t, err)
+	for name, auth := range map[string]string{"personal token": "Bearer " + githubsim.DevToken, "other key": "Bearer " + forged,
+		"other app": "Bearer " + otherApp, "expired": "Bearer " + expired, "exp too far ahead": "Bearer " + tooLong, "none": ""} {
+		require.Equal(t, http.StatusUnauthorized, get(auth), name)
+	}
+
+	bad, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 100}, github.Hook{AppID: "123456", PrivateKey: otherPEM}, nil)
+	require.NoError(t, err)
+	_, _, err = bad.ListDeliveries(ctx, "", 10)
+	require.ErrorIs(t, err, github.ErrUnauthorized)
+}
+
+// An App's hook is named by app_id and private_key only; a key that is not
+// an RSA private key in PEM is refused without printing it.
+func TestAppHookConfigIsChecked(t *testing.T) {
+	t.Parallel()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pkcs1 := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	require.NoError(t, err)
+	pkcs8 := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	for _, key := range []string{pkcs1, pkcs8} {
+		_, err := github.ParseAppKey(key)
+		require.NoError(t, err)
+		p, err := github.HookPath(github.Hook{AppID: "1", PrivateKey: key})
+		require.NoError(t, err)
+		require.Equal(t, "/app/hook/deliveries", p)
+	}
+	for name, h := range map[string]github.Hook{
+		"with repo":    {AppID: "1", PrivateKey: pkcs1, Repo: "o/r"},
+		"with hook id": {AppID: "1", PrivateKey: pkcs1, HookID: 3},
+		"with token":   {AppID: "1", PrivateKey: pkcs1, Token: "t"},
+		"no key":       {AppID: "1"},
+		"key, no app":  {Repo: "o/r", HookID: 3, PrivateKey: pkcs1},
+	} {
+		_, err := github.HookPath(h)
+		require.Error(t, err, name)
+	}
+	secret := "-----BEGIN RSA PRIVATE KEY-----\nbm90IGEga2V5\n-----END RSA PRIVATE KEY-----\n"
+	_, err = github.ParseAppKey(secret)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "bm90IGEga2V5")
+	_, err = github.ParseAppKey("${GITHUB_APP_KEY}")
+	require.ErrorContains(t, err, "not PEM")
 }
