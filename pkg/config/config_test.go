@@ -484,3 +484,49 @@ endpoints:
 	require.ErrorContains(t, err, "endpoints[0].github_hook")
 	require.NotContains(t, err.Error(), "c2VjcmV0LWJ5dGVz")
 }
+
+// A variable's value is taken as a value, whatever it holds: line breaks
+// (a PEM key from a secret file), quotes, a " #" or ": " stay as they are,
+// in a plain or a quoted scalar, and a number still reads as a number. A
+// ${...} in a comment is left alone (an unreadable file named there is no
+// error). Fails when values are pasted into the YAML text before parsing.
+func TestVariablesAreExpandedAsValuesNotAsYAML(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	multi := "-----BEGIN RSA PRIVATE KEY-----\nAAAA\nBBBB\n-----END RSA PRIVATE KEY-----"
+	keyFile := filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(keyFile, []byte(multi+"\n"), 0o600))
+	odd := `p"a\ss #not: a comment`
+	env := lookup(map[string]string{"ODD": odd, "HOOK_ID": "7"})
+	cfg, err := config.Parse([]byte(`
+# ${file:/nonexistent/secret} in a comment is not read
+endpoints:
+  - id: gh
+    provider: github
+    source_account: org
+    environment: prod
+    secrets:
+      - "${ODD}"
+      - ${ODD}
+    github_hook:
+      repo: org/repo
+      hook_id: ${HOOK_ID}
+      token: ${file:`+keyFile+`}
+`), env)
+	require.NoError(t, err)
+	ep := cfg.Endpoints[0]
+	require.Equal(t, []string{odd, odd}, ep.Secrets)
+	require.Equal(t, int64(7), ep.GitHubHook.HookID)
+	require.Equal(t, multi, ep.GitHubHook.Token)
+
+	// Unquoted variables inside flow collections are YAML only once
+	// expanded: such a document is expanded as text, as before.
+	cfg, err = config.Parse([]byte(`
+endpoints:
+  - {id: gh, provider: github, source_account: org, environment: prod, secrets: [${HOOK_ID}x],
+     github_hook: {repo: org/repo, hook_id: ${HOOK_ID}, token: t}}
+`), env)
+	require.NoError(t, err)
+	require.Equal(t, int64(7), cfg.Endpoints[0].GitHubHook.HookID)
+	require.Equal(t, []string{"7x"}, cfg.Endpoints[0].Secrets)
+}
