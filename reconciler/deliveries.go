@@ -71,11 +71,7 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s Source, rep *SourceRep
 		lr.ResumedAt = w.Cursor
 	}
 	if w.Since.IsZero() {
-		from := r.now()
-		if cp.HighWater != nil {
-			from = *cp.HighWater
-		}
-		w.Since = from.Add(-r.cfg.Overlap)
+		w.Since = r.walkStart(cp.HighWater)
 	}
 	// Deliveries come newest first, so a redelivery that succeeded is seen
 	// before the failed attempt it repaired.

@@ -89,14 +89,10 @@ func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport
 		lr.ResumedAt = w.Cursor
 	}
 	if w.Since.IsZero() {
-		from := r.now()
-		if cp.HighWater != nil {
-			from = *cp.HighWater
-		}
 		// Events are listed by when they were created; one created just
 		// before the last walk's newest may have become visible only after
 		// it (the provider's list is not a log we read at one instant).
-		w.Since = from.Add(-r.cfg.Overlap)
+		w.Since = r.walkStart(cp.HighWater)
 	}
 	restarted := false
 	for {

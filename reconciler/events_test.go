@@ -166,3 +166,25 @@ func TestEventsWalkWhoseCursorExpiredStartsAgainFromItsLowerBound(t *testing.T) 
 	require.Empty(t, cps[0].LastError)
 	require.NotNil(t, cps[0].HighWater)
 }
+
+// With a backfill, a source's first events walk reaches that far back (as
+// far as Stripe still lists), so a new installation ingests the payments of
+// the last days; later walks start at the overlap before the checkpoint.
+// Fails if the first walk ignores the backfill.
+func TestFirstEventsScanReachesBackAsFarAsTheBackfill(t *testing.T) {
+	t.Parallel()
+	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
+	ctx := context.Background()
+	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_2d", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-48*time.Hour))
+	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_9d", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-9*24*time.Hour))
+	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_recent", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-time.Minute))
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Overlap: 10 * time.Minute,
+		Backfill: 7 * 24 * time.Hour, Sources: []reconciler.Source{stripeEventsSource(p)}})
+	rep, err := r.Round(ctx, reconciler.Filter{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, rep.Sources[0].EventsIngested, "the events of the last 7 days, not the one 9 days back")
+	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_3d", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-72*time.Hour))
+	rep, err = r.Round(ctx, reconciler.Filter{})
+	require.NoError(t, err)
+	require.Zero(t, rep.Sources[0].EventsIngested, "a later walk starts at the overlap before the checkpoint")
+}

@@ -173,6 +173,12 @@ type Config struct {
 	// events or deliveries walk starts again, so an event that became
 	// visible late is still seen. Defaults to OverlapDefault.
 	Overlap time.Duration
+	// Backfill is how far back a source's first events or deliveries walk
+	// (no checkpoint yet) reaches: a new installation, or a new endpoint,
+	// ingests what the provider still lists from that far back (Stripe: 30
+	// days of events; GitHub: 3 days of deliveries). Zero (the default)
+	// starts at Overlap before now.
+	Backfill time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// PayloadRetention: each round drops the payloads of finished events
@@ -529,4 +535,14 @@ func (r *Reconciler) requeueLost(ctx context.Context) (int64, error) {
 			slog.Int("waiting", len(marks)))
 	}
 	return n, err
+}
+
+// walkStart is where a walk with no cursor of its own starts: Overlap
+// before the last complete walk's newest event, or, on a source's first
+// walk, Backfill (at least Overlap) before now.
+func (r *Reconciler) walkStart(highWater *time.Time) time.Time {
+	if highWater != nil {
+		return highWater.Add(-r.cfg.Overlap)
+	}
+	return r.now().Add(-max(r.cfg.Backfill, r.cfg.Overlap))
 }

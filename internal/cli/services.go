@@ -192,7 +192,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 		progress = topic.GroupProgress{Client: kafka, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group}
 	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
-		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, PageSize: e.cfg.Reconcile.PageSize,
+		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, Backfill: e.cfg.Reconcile.Backfill, PageSize: e.cfg.Reconcile.PageSize,
 		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: reg, Progress: progress,
 		// The processor has an API client for these (e.processor's Fetchers).
 		FetchProviders: []string{provider.Stripe}}), nil

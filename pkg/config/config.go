@@ -189,6 +189,10 @@ type Reconcile struct {
 	// Overlap: an events or deliveries walk starts this long before the
 	// newest event the last complete walk saw. Defaults to 10m.
 	Overlap time.Duration `yaml:"overlap"`
+	// Backfill: a source's first events or deliveries walk reaches this
+	// far back (what the provider still lists: Stripe 30 days of events,
+	// GitHub 3 days of deliveries). Defaults to 0: the overlap.
+	Backfill time.Duration `yaml:"backfill"`
 	// PageSize is the page size of every listing (at most 100, the
 	// providers' limit). Defaults to 100.
 	PageSize int `yaml:"page_size"`
@@ -452,8 +456,8 @@ func (c *Config) validate() error {
 	if c.Effects.BatchSize < 0 || c.Effects.MaxAttempts < 0 {
 		errs = append(errs, errors.New("config: effects.batch_size and max_attempts must not be negative"))
 	}
-	if c.Reconcile.Interval < 0 || c.Reconcile.StaleAfter < 0 || c.Reconcile.Overlap < 0 {
-		errs = append(errs, errors.New("config: reconciler.interval, stale_after and overlap must not be negative"))
+	if c.Reconcile.Interval < 0 || c.Reconcile.StaleAfter < 0 || c.Reconcile.Overlap < 0 || c.Reconcile.Backfill < 0 {
+		errs = append(errs, errors.New("config: reconciler.interval, stale_after, overlap and backfill must not be negative"))
 	}
 	if c.Reconcile.PageSize < 0 || c.Reconcile.PageSize > 100 {
 		errs = append(errs, errors.New("config: reconciler.page_size must be between 1 and 100 (0: the default)"))

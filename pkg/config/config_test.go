@@ -398,6 +398,7 @@ endpoints:
     github_hook: {repo: org/repo, hook_id: 7, token: "${GITHUB_TOKEN}"}
 reconciler:
   overlap: 15m
+  backfill: 72h
   stripe_rate: 5
 `), lookup(map[string]string{"CB_KEY": "cb_live_key", "GITHUB_TOKEN": "ghp_real"}))
 	require.NoError(t, err)
@@ -405,6 +406,7 @@ reconciler:
 	require.Equal(t, "https://site-test.chargebee.com", cfg.Endpoints[0].Site)
 	require.Equal(t, provider.GitHubHook{Repo: "org/repo", HookID: 7, Token: "ghp_real"}, *cfg.Endpoints[1].GitHubHook)
 	require.Equal(t, 15*time.Minute, cfg.Reconcile.Overlap)
+	require.Equal(t, 72*time.Hour, cfg.Reconcile.Backfill)
 	require.Equal(t, 5.0, cfg.Reconcile.StripeRate)
 
 	_, err = config.Parse([]byte(`
