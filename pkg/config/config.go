@@ -223,15 +223,9 @@ func Load(path string) (*Config, error) {
 // A value can come from a file, the convention of Docker and Kubernetes
 // secrets: ${file:/run/secrets/x} reads that file, and ${VAR} with VAR unset
 // reads the file named by VAR_FILE. A trailing newline is dropped.
-//
-// Variables are expanded in the document's values after it is parsed, not
-// in its text: a value is taken as it is, line breaks (a PEM key), quotes,
-// " #" and ": " included, and comments are never expanded. A document that
-// is YAML only once expanded (a ${VAR} unquoted inside [...] or {...}) is
-// expanded as text first, as earlier versions did.
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var fileErrs []error
-	expandVar := func(v string) string {
+	expanded := os.Expand(string(raw), func(v string) string {
 		if path, ok := strings.CutPrefix(v, "file:"); ok {
 			val, err := readSecretFile(path)
 			if err != nil {
@@ -251,25 +245,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 			return def
 		}
 		return ""
-	}
-	var expanded string
-	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		// Only YAML once expanded (a ${VAR} unquoted inside [...] or
-		// {...}): expanded as text, as earlier versions did.
-		expanded = os.Expand(string(raw), expandVar)
-	} else {
-		expandNode(&doc, expandVar)
-		// Encoded again, the expanded values are quoted as YAML needs;
-		// decoding that text keeps the check for unknown fields.
-		if doc.Kind != 0 {
-			b, err := yaml.Marshal(&doc)
-			if err != nil {
-				return nil, fmt.Errorf("parse config: %w", err)
-			}
-			expanded = string(b)
-		}
-	}
+	})
 	if err := errors.Join(fileErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -320,23 +296,6 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 
 // lookupOrFile returns the variable name, or when it is unset the contents of
 // the file that name_FILE points at.
-// expandNode expands the variables of every scalar under n. A plain scalar
-// whose text changed is resolved again from its new value (a number stays
-// a number); a quoted one stays a string.
-func expandNode(n *yaml.Node, expand func(string) string) {
-	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "$") {
-		if v := os.Expand(n.Value, expand); v != n.Value {
-			n.Value = v
-			if n.Style == 0 {
-				n.Tag = ""
-			}
-		}
-	}
-	for _, c := range n.Content {
-		expandNode(c, expand)
-	}
-}
-
 func lookupOrFile(lookup func(string) (string, bool), name string) (string, error) {
 	if v, ok := lookup(name); ok && v != "" {
 		return v, nil
