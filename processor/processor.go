@@ -271,6 +271,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer func() { cancel(); admin.Close() }()
 	n, err := p.waitTopic(ctx, admin)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: a normal stop
+		}
 		return fmt.Errorf("processor: %w", err)
 	}
 	if err := fence.Register(ctx, p.pool, p.cfg.Topic, n); err != nil {
@@ -309,7 +312,10 @@ func (p *Processor) waitTopic(ctx context.Context, admin *kgo.Client) (int, erro
 		if err == nil {
 			return n, nil
 		}
-		if ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if time.Now().Add(delay).After(deadline) {
 			return 0, err
 		}
 		if time.Since(logged) > 30*time.Second {
@@ -319,7 +325,7 @@ func (p *Processor) waitTopic(ctx context.Context, admin *kgo.Client) (int, erro
 		}
 		select {
 		case <-ctx.Done():
-			return 0, err
+			return 0, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 5*time.Second)

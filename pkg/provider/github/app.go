@@ -28,8 +28,14 @@ const appClockSkew = 60 * time.Second
 // ParseAppKey reads a GitHub App's private key: PEM, PKCS#1 ("RSA PRIVATE
 // KEY", the format GitHub generates) or PKCS#8. Config values are expanded
 // into the YAML text, where a scalar folds the key's line breaks into
-// spaces; such a key is read too. The error never holds the key.
+// spaces, and a key kept in a variable may have them written as \n; such
+// keys are read too. The error never holds the key.
 func ParseAppKey(pemText string) (*rsa.PrivateKey, error) {
+	if !strings.Contains(pemText, "\n") {
+		// A key kept on one line in a variable, its line breaks written
+		// as \n (base64 has no backslash).
+		pemText = strings.ReplaceAll(pemText, `\n`, "\n")
+	}
 	block, _ := pem.Decode([]byte(pemText))
 	if block == nil {
 		block = foldedPEM(pemText)

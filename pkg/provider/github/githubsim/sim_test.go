@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,7 +160,9 @@ func TestAppHookConfigIsChecked(t *testing.T) {
 	der, err := x509.MarshalPKCS8PrivateKey(k)
 	require.NoError(t, err)
 	pkcs8 := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-	for _, key := range []string{pkcs1, pkcs8} {
+	oneLine := strings.ReplaceAll(pkcs1, "\n", `\n`)
+	folded := strings.ReplaceAll(pkcs1, "\n", " ")
+	for _, key := range []string{pkcs1, pkcs8, oneLine, folded} {
 		_, err := github.ParseAppKey(key)
 		require.NoError(t, err)
 		p, err := github.HookPath(github.Hook{AppID: "1", PrivateKey: key})
