@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookyard/hookyard/internal/simhttp"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
@@ -605,11 +606,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { simhttp.WriteJSON(w, status, v) }
 
 // writeError answers in Stripe's error shape.
 func writeError(w http.ResponseWriter, status int, code, message string) {

@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookyard/hookyard/internal/simhttp"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 )
 
@@ -86,14 +87,7 @@ func New(cfg Config) *Sim {
 	s := &Sim{cfg: cfg, mux: http.NewServeMux(), subs: map[string]map[string]any{}}
 	s.mux.HandleFunc("GET /api/v2/events", s.listEvents)
 	s.mux.HandleFunc("POST /sim/subscriptions", s.simSubscription)
-	s.mux.HandleFunc("POST /sim/down", func(w http.ResponseWriter, r *http.Request) {
-		var in struct {
-			Down bool `json:"down"`
-		}
-		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in)
-		s.SetDown(in.Down)
-		writeJSON(w, http.StatusOK, map[string]bool{"down": in.Down})
-	})
+	s.mux.HandleFunc("POST /sim/down", simhttp.Down(s.SetDown))
 	return s
 }
 
@@ -289,8 +283,4 @@ func (s *Sim) simSubscription(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { simhttp.WriteJSON(w, status, v) }

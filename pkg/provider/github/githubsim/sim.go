@@ -51,6 +51,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookyard/hookyard/internal/simhttp"
 	"github.com/hookyard/hookyard/pkg/provider/github"
 )
 
@@ -143,14 +144,7 @@ func New(cfg Config) *Sim {
 	s.mux.HandleFunc("GET "+base, s.api(s.list))
 	s.mux.HandleFunc("POST "+base+"/{id}/attempts", s.api(s.redeliver))
 	s.mux.HandleFunc("POST /sim/deliveries", s.simDeliver)
-	s.mux.HandleFunc("POST /sim/down", func(w http.ResponseWriter, r *http.Request) {
-		var in struct {
-			Down bool `json:"down"`
-		}
-		_ = json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in)
-		s.SetDown(in.Down)
-		writeJSON(w, http.StatusOK, map[string]bool{"down": in.Down})
-	})
+	s.mux.HandleFunc("POST /sim/down", simhttp.Down(s.SetDown))
 	return s
 }
 
@@ -383,11 +377,7 @@ func newGUID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { simhttp.WriteJSON(w, status, v) }
 
 // checkAppJWT checks an App's token as GitHub does: an RS256 JWT signed by
 // the App's key, iss the App, not expired, exp at most 10 minutes ahead,
