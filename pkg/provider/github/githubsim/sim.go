@@ -83,6 +83,9 @@ type Config struct {
 	// handed out by Hook).
 	AppID  string
 	AppKey string
+	// AppClientID is the App's client id, which GitHub also accepts as
+	// the token's issuer.
+	AppClientID string
 	// HTTPClient sends deliveries; nil uses a client with a 10s timeout,
 	// GitHub's own delivery deadline.
 	HTTPClient *http.Client
@@ -248,7 +251,7 @@ func (s *Sim) api(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.appPub != nil {
 			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if err := checkAppJWT(tok, s.appPub, s.cfg.AppID, time.Now()); err != nil {
+			if err := checkAppJWT(tok, s.appPub, []string{s.cfg.AppID, s.cfg.AppClientID}, time.Now()); err != nil {
 				writeJSON(w, http.StatusUnauthorized, map[string]string{"message": err.Error(),
 					"documentation_url": "https://docs.github.com/rest"})
 				return
@@ -328,7 +331,11 @@ func (s *Sim) redeliver(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	i := slices.IndexFunc(s.log, func(d Delivery) bool { return d.ID == id })
+	// Only deliveries of the last 3 days can be redelivered, as only
+	// those are listed
+	// (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks).
+	cutoff := time.Now().Add(-DeliveryRetention)
+	i := slices.IndexFunc(s.log, func(d Delivery) bool { return d.ID == id && !d.DeliveredAt.Before(cutoff) })
 	var d Delivery
 	if i >= 0 {
 		d = s.log[i]
@@ -380,9 +387,9 @@ func newGUID() string {
 func writeJSON(w http.ResponseWriter, status int, v any) { simhttp.WriteJSON(w, status, v) }
 
 // checkAppJWT checks an App's token as GitHub does: an RS256 JWT signed by
-// the App's key, iss the App, not expired, exp at most 10 minutes ahead,
+// the App's key, iss the App's id or client id, not expired, exp at most 10 minutes ahead,
 // iat not in the future. The messages are GitHub's.
-func checkAppJWT(tok string, pub *rsa.PublicKey, appID string, now time.Time) error {
+func checkAppJWT(tok string, pub *rsa.PublicKey, issuers []string, now time.Time) error {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
 		return errors.New("A JSON web token could not be decoded")
@@ -408,8 +415,8 @@ func checkAppJWT(tok string, pub *rsa.PublicKey, appID string, now time.Time) er
 		return errors.New("A JSON web token could not be decoded")
 	}
 	switch {
-	case c.Issuer != appID:
-		return errors.New("'Issuer' claim ('iss') must be an Integer")
+	case c.Issuer == "" || !slices.Contains(issuers, c.Issuer):
+		return errors.New("'Issuer' claim ('iss') must be the App's id or client id")
 	case c.ExpiresAt <= now.Unix():
 		return errors.New("'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires")
 	case c.ExpiresAt > now.Add(10*time.Minute).Unix():
@@ -418,4 +425,14 @@ func checkAppJWT(tok string, pub *rsa.PublicKey, appID string, now time.Time) er
 		return errors.New("'Issued at' claim ('iat') must be an Integer representing a time in the past")
 	}
 	return nil
+}
+
+// Backdate moves every delivery d into the past, as if that much time had
+// gone by.
+func (s *Sim) Backdate(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.log {
+		s.log[i].DeliveredAt = s.log[i].DeliveredAt.Add(-d)
+	}
 }

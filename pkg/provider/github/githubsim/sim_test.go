@@ -77,6 +77,13 @@ func TestSimulatedHookListsAndRedeliversLikeGitHub(t *testing.T) {
 	require.NotEqual(t, ds[1].ID, page[0].ID)
 	require.Equal(t, http.StatusOK, page[0].StatusCode)
 
+	// Past GitHub's 3 days a delivery is neither listed nor redelivered.
+	sim.Backdate(githubsim.DeliveryRetention + time.Hour)
+	require.ErrorIs(t, c.Redeliver(ctx, page[0].ID), github.ErrNotFound)
+	page, _, err = c.ListDeliveries(ctx, "", 10)
+	require.NoError(t, err)
+	require.Empty(t, page)
+
 	bad, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 100}, github.Hook{Repo: "o/r", HookID: 5, Token: "wrong"}, nil)
 	require.NoError(t, err)
 	_, _, err = bad.ListDeliveries(ctx, "", 10)
@@ -95,7 +102,7 @@ func TestAppHookIsReadWithTheAppsSignedToken(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable) // every delivery fails
 	}))
 	t.Cleanup(rcv.Close)
-	sim := githubsim.New(githubsim.Config{WebhookURL: rcv.URL, Secret: "s", AppID: "123456"})
+	sim := githubsim.New(githubsim.Config{WebhookURL: rcv.URL, Secret: "s", AppID: "123456", AppClientID: "Iv1.abc"})
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
@@ -131,6 +138,9 @@ func TestAppHookIsReadWithTheAppsSignedToken(t *testing.T) {
 	good, err := github.AppJWT(key, "123456", time.Now())
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, get("Bearer "+good))
+	byClientID, err := github.AppJWT(key, "Iv1.abc", time.Now())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, get("Bearer "+byClientID), "GitHub takes the client id as issuer too")
 	forged, err := github.AppJWT(other, "123456", time.Now())
 	require.NoError(t, err)
 	otherApp, err := github.AppJWT(key, "999", time.Now())
