@@ -10,7 +10,7 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 // Invariants 8 and 9 through the whole pipeline: an invoice paid just

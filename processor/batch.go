@@ -519,7 +519,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 }
 
 // retryAfter is implemented by provider errors that say when to try again
-// (stripeapi's answers with a Retry-After header).
+// (a provider client's answers with a Retry-After header).
 type retryAfter interface{ RetryAfter() time.Duration }
 
 // exhausted says whether an event failing since first has no retry left at

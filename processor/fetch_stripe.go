@@ -8,7 +8,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
 // StripeFetcher reads current Stripe state with the credentials of the
@@ -25,10 +25,10 @@ type StripeFetcher struct {
 	// Accounts holds each Stripe endpoint's credentials. A resource of an
 	// account and environment it does not know fails; it is never read with
 	// another endpoint's key.
-	Accounts *stripeapi.Accounts
+	Accounts *stripe.Accounts
 	// Client reads every resource, acting for the key's own account, when
 	// Accounts is nil: one Stripe account, one key.
-	Client *stripeapi.Client
+	Client *stripe.Client
 }
 
 // errNoCredentials: no Stripe endpoint names the resource's account and
@@ -49,13 +49,13 @@ func (f StripeFetcher) Fetch(ctx context.Context, r message.Resource) (Fetched, 
 	// its mode is the resource's environment, whoever built it.
 	if cl.Live() != provider.IsLive(r.Environment) {
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: the client reads live=%t data, the environment is %q",
-			r.Type, r.ID, stripeapi.ErrLivemodeMismatch, cl.Live(), r.Environment)
+			r.Type, r.ID, stripe.ErrLivemodeMismatch, cl.Live(), r.Environment)
 	}
 	body, err := cl.Get(ctx, stripeAccount, r.Type, r.ID)
-	if errors.Is(err, stripeapi.ErrNotFound) {
+	if errors.Is(err, stripe.ErrNotFound) {
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotFound, err)
 	}
-	if errors.Is(err, stripeapi.ErrUnavailable) || errors.Is(err, stripeapi.ErrLimited) {
+	if errors.Is(err, stripe.ErrUnavailable) || errors.Is(err, stripe.ErrLimited) {
 		// The breaker or the limiter kept the request from Stripe.
 		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotAttempted, err)
 	}

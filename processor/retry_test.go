@@ -16,8 +16,8 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -66,13 +66,13 @@ func TestCancellationHintDuringLongOutageIsAppliedAfterRecovery(t *testing.T) {
 	clk := newFastClock(600)
 	// A breaker that stays open 2 s (20 simulated minutes): tries meet it
 	// open, as they would in a real incident.
-	var client *stripeapi.Client
+	var client *stripe.Client
 	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) {
 		c.BackoffBase, c.BackoffMax, c.MaxAttempts = 0, 0, 0 // the defaults
 		c.Now = clk.Now
 		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: client}}
 	}, NoProcessor: true})
-	client = stripeapi.New(stripeapi.Config{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
+	client = stripe.NewClient(stripe.APIConfig{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
 		BreakerOpenFor: 2 * time.Second, Timeout: 2 * time.Second}, p.Log)
 	p.StartProcessor("p1", nil)
 	r := pipelinetest.Resource("sub_long_outage")

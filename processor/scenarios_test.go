@@ -23,7 +23,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
 

@@ -13,8 +13,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
 
@@ -26,7 +25,7 @@ func tenancyPipeline(t *testing.T, maxAttempts int, eps ...provider.Endpoint) *p
 	t.Helper()
 	p := pipelinetest.New(t, pipelinetest.Options{Endpoints: eps, NoProcessor: true})
 	p.StartProcessor("p1", func(c *processor.Config) {
-		accts, err := stripeapi.NewAccounts(stripeapi.Config{BaseURL: p.SimServer.URL, RatePerSecond: 10000, Burst: 10000,
+		accts, err := stripe.NewAccounts(stripe.APIConfig{BaseURL: p.SimServer.URL, RatePerSecond: 10000, Burst: 10000,
 			Timeout: 2 * time.Second}, c.Endpoints, stripesim.DevAPIKey, p.Log)
 		require.NoError(t, err)
 		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}

@@ -12,7 +12,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -67,13 +67,13 @@ func TestRoundStoppedByRateLimitResumesFromItsCheckpoint(t *testing.T) {
 	th := &throttle{next: p.Sim, deny: map[int]bool{2: true}}
 	srv := httptest.NewServer(th)
 	t.Cleanup(srv.Close)
-	client := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 1000, Burst: 1000}, p.Log)
+	client := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 1000, Burst: 1000}, p.Log)
 	src := reconciler.Source{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
 		ResourceType: "subscription", Lister: client}
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 2, Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
 
 	rep, err := r.Round(ctx, reconciler.Filter{})
-	require.ErrorIs(t, err, stripeapi.ErrRateLimited)
+	require.ErrorIs(t, err, stripe.ErrRateLimited)
 	require.EqualValues(t, 2, rep.Sources[0].Checks, "the first page was checked before the 429")
 	require.False(t, rep.Sources[0].Listings[0].Complete)
 	cp, err := reconciler.LoadCheckpoint(ctx, p.Pool, src.Name(), "subscriptions")

@@ -12,7 +12,7 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/explain"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
 )
 

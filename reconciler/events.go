@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
 )
 
 // ListedEvent is one event of a provider's events list: the same document
@@ -75,7 +74,7 @@ func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport
 	}
 	// Stripe reads share the account's quota with the processor's fetches,
 	// inside the smaller background share.
-	ctx = stripeapi.Background(ctx)
+	ctx = provider.Background(ctx)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingEvents)
 	if err != nil {
 		return err

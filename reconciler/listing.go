@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider"
 )
 
 // Divergence kinds, as reconcile_divergence and
@@ -89,7 +89,7 @@ SELECT (SELECT count(*) FROM chk),
 func (r *Reconciler) walkListing(ctx context.Context, s Source, rep *SourceReport) error {
 	// The source's provider calls share its credentials' quota with the
 	// processor's fetches, inside the smaller background share.
-	ctx = stripeapi.Background(ctx)
+	ctx = provider.Background(ctx)
 	listing := listingOf(s.ResourceType)
 	lr := rep.listing(listing)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), listing)
@@ -131,7 +131,7 @@ func (r *Reconciler) interrupted(ctx context.Context, s Source, lr *ListingRepor
 	return err
 }
 
-func (r *Reconciler) checkListed(ctx context.Context, s Source, terminal []string, items []stripeapi.Listed, rep *SourceReport) error {
+func (r *Reconciler) checkListed(ctx context.Context, s Source, terminal []string, items []provider.Listed, rep *SourceReport) error {
 	ids, statuses, capes, deleted := make([]string, len(items)), make([]string, len(items)), make([]string, len(items)), make([]bool, len(items))
 	for i, it := range items {
 		ids[i], statuses[i], deleted[i] = it.ID, it.Status, it.Deleted

@@ -10,8 +10,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -46,7 +45,7 @@ func TestReconcilerFindsCancellationWhoseWebhookNeverArrived(t *testing.T) {
 // resource (or one asked without status=all) would.
 type emptyLister struct{}
 
-func (emptyLister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
+func (emptyLister) ListObjects(context.Context, string, string, string, int) ([]provider.Listed, bool, error) {
 	return nil, false, nil
 }
 

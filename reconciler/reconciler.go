@@ -43,7 +43,6 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -81,12 +80,12 @@ type Progress interface {
 // Lister pages through a provider's resources. It must list every resource
 // whatever its state: a list that leaves finished ones out (Stripe's
 // subscriptions without status=all) hides exactly the cancellations whose
-// webhook was lost. *stripeapi.Client is one.
+// webhook was lost. *stripe.Client is one.
 type Lister interface {
 	// ListObjects returns one page after startingAfter ("" first): each
 	// resource's id and, when the lister can say, its status,
 	// cancel-at-period-end and deletion.
-	ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]stripeapi.Listed, bool, error)
+	ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]provider.Listed, bool, error)
 }
 
 // Source is one endpoint whose provider data is reconciled: its resources

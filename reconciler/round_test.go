@@ -13,8 +13,7 @@ import (
 	"github.com/hookyard/hookyard/internal/promread"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -101,14 +100,14 @@ func TestReconcilerRepublishesOnlyLostEventsNotSlowOnes(t *testing.T) {
 
 type failingLister struct{}
 
-func (failingLister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
+func (failingLister) ListObjects(context.Context, string, string, string, int) ([]provider.Listed, bool, error) {
 	return nil, false, errors.New("provider answered 500")
 }
 
 type fixedLister []string
 
-func (l fixedLister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
-	out := make([]stripeapi.Listed, len(l))
+func (l fixedLister) ListObjects(context.Context, string, string, string, int) ([]provider.Listed, bool, error) {
+	out := make([]provider.Listed, len(l))
 	for i, id := range l {
 		out[i].ID = id
 	}

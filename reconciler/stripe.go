@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
 // StripeEvents lists a Stripe account's events (GET /v1/events) with its
 // endpoint's credentials, inside the background share of their quota.
 type StripeEvents struct {
-	Client *stripeapi.Client
+	Client *stripe.Client
 	// Account is sent as Stripe-Account ("" for the key's own account).
 	Account string
 	// Types are sent as types[] (StripeEventTypes); nil lists every type.
@@ -23,12 +24,12 @@ type StripeEvents struct {
 // ListEvents implements EventLister: newest first, cursor = the last
 // event's id (starting_after).
 func (e StripeEvents) ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error) {
-	evs, more, err := e.Client.ListEvents(stripeapi.Background(ctx), e.Account, since, e.Types, cursor, limit)
+	evs, more, err := e.Client.ListEvents(provider.Background(ctx), e.Account, since, e.Types, cursor, limit)
 	if err != nil {
 		// Stripe answers an unknown starting_after with resource_missing
 		// (https://docs.stripe.com/api/pagination); events older than 30
 		// days are no longer listed (https://docs.stripe.com/api/events).
-		if cursor != "" && (stripeapi.ErrorCode(err) == "resource_missing" || errors.Is(err, stripeapi.ErrNotFound)) {
+		if cursor != "" && (stripe.ErrorCode(err) == "resource_missing" || errors.Is(err, stripe.ErrNotFound)) {
 			return EventPage{}, fmt.Errorf("%w: %w", ErrCursorGone, err)
 		}
 		return EventPage{}, err
@@ -45,10 +46,10 @@ func (e StripeEvents) ListEvents(ctx context.Context, since time.Time, cursor st
 
 // StripeEventTypes is what to send as types[] for an endpoint's allow-list:
 // the list itself when every entry is an exact name and there are at most
-// stripeapi.MaxEventTypes (Stripe's types[] takes no wildcards), else nil
+// stripe.MaxEventTypes (Stripe's types[] takes no wildcards), else nil
 // (every type is listed and the allow-list filters them).
 func StripeEventTypes(allowed []string) []string {
-	if len(allowed) == 0 || len(allowed) > stripeapi.MaxEventTypes {
+	if len(allowed) == 0 || len(allowed) > stripe.MaxEventTypes {
 		return nil
 	}
 	for _, t := range allowed {

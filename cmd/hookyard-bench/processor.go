@@ -21,8 +21,8 @@ import (
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
 
@@ -281,14 +281,14 @@ func (b *bench) fetchRun(ctx context.Context, procPool *pgxpool.Pool, poll int) 
 	sim.SetLatency(b.opts.simLatency)
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	scfg := stripeapi.Config{BaseURL: srv.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 100_000, Burst: 100_000}
+	scfg := stripe.APIConfig{BaseURL: srv.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 100_000, Burst: 100_000}
 	if n := b.opts.stripeIdleConns; n > 0 {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = n
 		scfg.HTTPClient = &http.Client{Transport: tr}
 		defer tr.CloseIdleConnections()
 	}
-	client := stripeapi.New(scfg, b.log)
+	client := stripe.NewClient(scfg, b.log)
 
 	rng := rand.New(rand.NewPCG(b.opts.seed, 1_000_000+uint64(poll)))
 	evs := hintEvents(rng, b.opts.hints, b.opts.hintResources)

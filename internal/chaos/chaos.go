@@ -20,7 +20,7 @@ const (
 	// EventsPerSecondDefault keeps the Stripe half of the traffic (every
 	// event a fetch) inside the fetch budget of the processors left when
 	// one is down: each reads Stripe at most 50 calls/s
-	// (stripeapi.RatePerSecondDefault). At 300 events/s, 150 fetches/s
+	// (stripe.RatePerSecondDefault). At 300 events/s, 150 fetches/s
 	// met 100/s of budget during each kill, and the backlog never
 	// drained: a throughput limit of the fetch path, not an ordering bug.
 	EventsPerSecondDefault   = 100

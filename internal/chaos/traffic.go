@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 // action is one thing the traffic does at its time: a provider-side change

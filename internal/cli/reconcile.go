@@ -14,7 +14,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 	"github.com/hookyard/hookyard/pkg/provider/github"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -42,7 +42,7 @@ func (e *env) reconcileSources(stripeBase string) ([]reconciler.Source, error) {
 			}
 			sources = append(sources, reconciler.Source{Provider: provider.Stripe, SourceAccount: ep.SourceAccount,
 				Environment: ep.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,
-				Terminal: stripeapi.SubscriptionTerminal, Endpoint: ep, Identify: registry.Identifier(ep.Provider),
+				Terminal: stripe.SubscriptionTerminal, Endpoint: ep, Identify: registry.Identifier(ep.Provider),
 				Events: reconciler.StripeEvents{Client: a.Client, Account: a.StripeAccount, Types: reconciler.StripeEventTypes(ep.EventTypes)}})
 		case provider.Chargebee:
 			site := cmp.Or(ep.Site, e.devSites[ep.ID])

@@ -34,8 +34,8 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
 	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
@@ -68,7 +68,7 @@ type env struct {
 	// processor and the reconciler of `hookyard dev` share each key's rate
 	// limiter and breaker.
 	accountsOnce sync.Once
-	accounts     *stripeapi.Accounts
+	accounts     *stripe.Accounts
 	accountsErr  error
 
 	// githubBase and devSites point the reconciler's GitHub and Chargebee
@@ -136,13 +136,13 @@ func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 // api_key (else STRIPE_API_KEY) and stripe_account, with one client (rate
 // limiter, breaker) per distinct set of credentials. base is the same for
 // every endpoint of a process, so the first call's is kept.
-func (e *env) stripeAccounts(base string) (*stripeapi.Accounts, error) {
+func (e *env) stripeAccounts(base string) (*stripe.Accounts, error) {
 	e.accountsOnce.Do(func() {
 		// One client per credentials, shared by the processor's fetches and
 		// the reconciler's reads in one process: one quota, one breaker. The
 		// reconciler's reads also wait on the smaller background bucket
 		// (reconciler.stripe_rate), so a round never takes the whole quota.
-		e.accounts, e.accountsErr = stripeapi.NewAccounts(stripeapi.Config{BaseURL: base, BackgroundRate: e.cfg.Reconcile.StripeRate},
+		e.accounts, e.accountsErr = stripe.NewAccounts(stripe.APIConfig{BaseURL: base, BackgroundRate: e.cfg.Reconcile.StripeRate},
 			e.cfg.Endpoints, e.cfg.StripeAPIKey, e.log)
 	})
 	return e.accounts, e.accountsErr

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/config"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 // The reconciler lists each Stripe endpoint's account with that endpoint's

@@ -31,8 +31,8 @@ import (
 	"github.com/hookyard/hookyard/pkg/opsapi"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
@@ -72,7 +72,7 @@ type Pipeline struct {
 	Kafka     *kafkatest.Cluster
 	Sim       *stripesim.Sim
 	SimServer *httptest.Server
-	Stripe    *stripeapi.Client
+	Stripe    *stripe.Client
 	Receiver  *httptest.Server
 	Ops       *httptest.Server
 	Endpoints []provider.Endpoint
@@ -123,7 +123,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 	p.Receiver = httptest.NewServer(rcv.Handler())
 	p.Sim = stripesim.New(stripesim.Config{WebhookURL: p.Receiver.URL + "/webhooks/" + StripeEndpoint, WebhookSecret: StripeSecret})
 	p.SimServer = httptest.NewServer(p.Sim)
-	p.Stripe = stripeapi.New(stripeapi.Config{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
+	p.Stripe = stripe.NewClient(stripe.APIConfig{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
 		BreakerOpenFor: 500 * time.Millisecond, Timeout: 2 * time.Second}, p.Log)
 	p.Ops = httptest.NewServer(opsapi.New(p.Pool, p.Log, opsapi.Config{Token: OpsToken}))
 

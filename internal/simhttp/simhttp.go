@@ -1,4 +1,4 @@
-// Package simhttp holds what the provider simulators (pkg/stripesim,
+// Package simhttp holds what the provider simulators (pkg/provider/stripe/stripesim,
 // chargebeesim, githubsim) answer the same way: JSON bodies and the
 // /sim/down control endpoint.
 package simhttp

@@ -18,7 +18,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/github"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
 // Defaults of the environment.
@@ -379,7 +379,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("config: %s.stripe_account %q must equal source_account %q", where, ep.StripeAccount, ep.SourceAccount))
 		}
 		if ep.Provider == provider.Stripe {
-			if err := stripeapi.CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
+			if err := stripe.CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
 				// A live key on a test endpoint would fetch live objects into the
 				// test environment's projections (the processor refuses them, but
 				// every event would die); say so at start.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 func lookup(env map[string]string) func(string) (string, bool) {

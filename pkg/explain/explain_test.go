@@ -22,7 +22,6 @@ import (
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -66,8 +65,8 @@ func (s *scripted) Fetch(_ context.Context, r message.Resource) (processor.Fetch
 
 type lister []string
 
-func (l lister) ListObjects(context.Context, string, string, string, int) ([]stripeapi.Listed, bool, error) {
-	out := make([]stripeapi.Listed, len(l))
+func (l lister) ListObjects(context.Context, string, string, string, int) ([]provider.Listed, bool, error) {
+	out := make([]provider.Listed, len(l))
 	for i, id := range l {
 		out[i].ID = id
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/opsapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 func do(t *testing.T, method, url, token string) (int, map[string]any) {

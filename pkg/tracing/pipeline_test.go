@@ -20,7 +20,7 @@ import (
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/tracing"
 )
 

@@ -1,7 +1,3 @@
-// Package stripe verifies Stripe deliveries with stripe-go's webhook package
-// and reads their identity. It never decides account or environment from the
-// body: it only refuses an event whose account or livemode contradicts the
-// endpoint.
 package stripe
 
 import (

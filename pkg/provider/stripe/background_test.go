@@ -1,4 +1,4 @@
-package stripeapi_test
+package stripe_test
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
 // The reconciler's reads (a Background context) share the account's quota
@@ -24,10 +25,10 @@ func TestBackgroundReadsCannotStarveLiveFetches(t *testing.T) {
 		_, _ = w.Write([]byte(`{"object":"list","data":[],"has_more":false}`))
 	}))
 	t.Cleanup(srv.Close)
-	c := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_test_x", RatePerSecond: 0.001, Burst: 10,
+	c := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: "sk_test_x", RatePerSecond: 0.001, Burst: 10,
 		BackgroundRate: 0.001, BackgroundBurst: 2}, nil)
 
-	bg := stripeapi.Background(t.Context())
+	bg := provider.Background(t.Context())
 	for range 2 {
 		_, _, err := c.ListObjects(bg, "", "subscription", "", 10)
 		require.NoError(t, err)
@@ -35,7 +36,7 @@ func TestBackgroundReadsCannotStarveLiveFetches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, time.Second)
 	defer cancel()
 	_, _, err := c.ListObjects(ctx, "", "subscription", "", 10)
-	require.ErrorIs(t, err, stripeapi.ErrLimited, "the background share is spent")
+	require.ErrorIs(t, err, stripe.ErrLimited, "the background share is spent")
 
 	for range 8 {
 		_, _, err := c.ListObjects(t.Context(), "", "subscription", "", 10)

@@ -1,4 +1,4 @@
-package stripeapi
+package stripe
 
 import (
 	"cmp"
@@ -20,10 +20,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
-// Defaults for Config.
+// Defaults for APIConfig.
 const (
 	BaseURLDefault         = "https://api.stripe.com"
 	TimeoutDefault         = 5 * time.Second
@@ -36,8 +37,8 @@ const (
 // maxBody bounds the size of a response body read into memory.
 const maxBody = 16 << 20
 
-// Config configures a Client.
-type Config struct {
+// APIConfig configures a Client.
+type APIConfig struct {
 	// BaseURL is the API root, without a trailing /v1. Defaults to
 	// "https://api.stripe.com".
 	BaseURL string
@@ -58,7 +59,7 @@ type Config struct {
 	RatePerSecond float64
 	// Burst is the token bucket's size. Defaults to 50.
 	Burst int
-	// BackgroundRate is the steady rate of calls made under a Background
+	// BackgroundRate is the steady rate of calls made under a provider.Background
 	// context (the reconciler's listings and events scans). They also take
 	// tokens from the main bucket, so live fetches and background reads
 	// share one quota per account, and the background never gets more than
@@ -81,7 +82,7 @@ type Config struct {
 }
 
 // WithDefaults returns cfg with every zero field set to its default.
-func (cfg Config) WithDefaults() Config {
+func (cfg APIConfig) WithDefaults() APIConfig {
 	cfg.BaseURL = strings.TrimRight(cmp.Or(cfg.BaseURL, BaseURLDefault), "/")
 	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
 	cfg.RatePerSecond = cmp.Or(cfg.RatePerSecond, RatePerSecondDefault)
@@ -119,13 +120,13 @@ var (
 	// ErrUnsupported: the resource type has no known API path.
 	ErrUnsupported = errors.New("stripeapi: unsupported resource type")
 	// ErrLivemodeMismatch: Stripe returned an object whose livemode is not
-	// Config.Live, the credentials belong to the other environment. The
+	// APIConfig.Live, the credentials belong to the other environment. The
 	// object is not returned. Never a breaker failure: Stripe is healthy,
 	// the configuration is wrong.
 	ErrLivemodeMismatch = errors.New("stripeapi: object of the other livemode")
 )
 
-// modes names Config.Live in errors.
+// modes names APIConfig.Live in errors.
 var modes = map[bool]string{false: "test", true: "live"}
 
 // plurals maps resource types to their collection path under /v1.
@@ -137,7 +138,7 @@ var plurals = map[string]string{
 
 // Client reads Stripe resources. It is safe for concurrent use.
 type Client struct {
-	cfg     Config
+	cfg     APIConfig
 	log     *slog.Logger
 	limiter *rate.Limiter
 	// background is the extra bucket of Background calls.
@@ -147,7 +148,7 @@ type Client struct {
 }
 
 // New returns a Client for cfg (defaults applied). A nil log discards.
-func New(cfg Config, log *slog.Logger) *Client {
+func NewClient(cfg APIConfig, log *slog.Logger) *Client {
 	cfg = cfg.WithDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -214,16 +215,6 @@ func (c *Client) checkMode(path, id string, livemode *bool) error {
 	return nil
 }
 
-// Listed is one object of a list page: what the reconciler compares with
-// the projection.
-type Listed struct {
-	ID     string
-	Status string
-	// CancelAtPeriodEnd is nil when the object has no such field.
-	CancelAtPeriodEnd *bool
-	Deleted           bool
-}
-
 // List reads one page of resourceType, in the API's order (newest first),
 // after startingAfter ("" for the first page): each object's id and status
 // (statuses[i] is ids[i]'s, "" when the object has none). It is ListObjects
@@ -247,7 +238,7 @@ func (c *Client) List(ctx context.Context, account, resourceType, startingAfter 
 // subscriptions that have not been canceled are returned",
 // https://docs.stripe.com/api/subscriptions/list), and a cancellation whose
 // webhook was lost would never be found.
-func (c *Client) ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]Listed, bool, error) {
+func (c *Client) ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]provider.Listed, bool, error) {
 	plural, ok := plurals[resourceType]
 	if !ok {
 		return nil, false, fmt.Errorf("%w: %q", ErrUnsupported, resourceType)
@@ -283,17 +274,17 @@ func (c *Client) ListObjects(ctx context.Context, account, resourceType, startin
 	if err := json.Unmarshal(body, &page); err != nil {
 		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
 	}
-	out := make([]Listed, 0, len(page.Data))
+	out := make([]provider.Listed, 0, len(page.Data))
 	for _, d := range page.Data {
 		if err := c.checkMode(path, d.ID, d.Livemode); err != nil {
 			return nil, false, err
 		}
-		out = append(out, Listed{ID: d.ID, Status: d.Status, CancelAtPeriodEnd: d.CancelAtPeriodEnd, Deleted: d.Deleted})
+		out = append(out, provider.Listed{ID: d.ID, Status: d.Status, CancelAtPeriodEnd: d.CancelAtPeriodEnd, Deleted: d.Deleted})
 	}
 	return out, page.HasMore, nil
 }
 
-// Live is the mode of the data the client's key reads (Config.Live).
+// Live is the mode of the data the client's key reads (APIConfig.Live).
 func (c *Client) Live() bool { return c.cfg.Live }
 
 // Calls reports how many HTTP requests the client has sent.
@@ -315,7 +306,7 @@ func (c *Client) do(ctx context.Context, account, path string) (body []byte, err
 	if c.breaker.State() == gobreaker.StateOpen {
 		return nil, fmt.Errorf("%w: GET %s: %w", ErrUnavailable, path, gobreaker.ErrOpenState)
 	}
-	if isBackground(ctx) {
+	if provider.IsBackground(ctx) {
 		if err := c.background.Wait(ctx); err != nil {
 			return nil, fmt.Errorf("%w: GET %s: %w", ErrLimited, path, err)
 		}
@@ -337,7 +328,7 @@ func (c *Client) do(ctx context.Context, account, path string) (body []byte, err
 	return body, err
 }
 
-// send makes one HTTP call bounded by Config.Timeout.
+// send makes one HTTP call bounded by APIConfig.Timeout.
 func (c *Client) send(ctx context.Context, account, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -468,17 +459,3 @@ type callerGone struct{ err error }
 
 func (g *callerGone) Error() string { return g.err.Error() }
 func (g *callerGone) Unwrap() error { return g.err }
-
-type backgroundKey struct{}
-
-// Background marks calls made with the returned context as background
-// reads (Config.BackgroundRate): the reconciler's. They wait for the
-// background bucket first, then for the shared one.
-func Background(ctx context.Context) context.Context {
-	return context.WithValue(ctx, backgroundKey{}, true)
-}
-
-func isBackground(ctx context.Context) bool {
-	b, _ := ctx.Value(backgroundKey{}).(bool)
-	return b
-}

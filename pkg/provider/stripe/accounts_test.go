@@ -1,4 +1,4 @@
-package stripeapi_test
+package stripe_test
 
 import (
 	"net/http/httptest"
@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 func stripeEndpoint(id, account, env, key, stripeAccount string) provider.Endpoint {
@@ -32,7 +32,7 @@ func TestEachEndpointReadsWithItsOwnCredentials(t *testing.T) {
 	sim.PutFor("acct_b", stripesim.Subscription{ID: "sub_same", Status: "canceled"})
 	sim.PutFor("acct_connected", stripesim.Subscription{ID: "sub_same", Status: "trialing"})
 
-	accts, err := stripeapi.NewAccounts(stripeapi.Config{BaseURL: srv.URL}, []provider.Endpoint{
+	accts, err := stripe.NewAccounts(stripe.APIConfig{BaseURL: srv.URL}, []provider.Endpoint{
 		stripeEndpoint("a-test", "acct_a", "test", "sk_test_a", ""),
 		stripeEndpoint("a-live", "acct_a", "live", "sk_live_a", ""),
 		stripeEndpoint("b", "acct_b", "test", "", ""),
@@ -59,7 +59,7 @@ func TestEachEndpointReadsWithItsOwnCredentials(t *testing.T) {
 
 	// Endpoints with the same credentials share one client: one rate limiter
 	// and one breaker per set of credentials.
-	accts, err = stripeapi.NewAccounts(stripeapi.Config{BaseURL: srv.URL}, []provider.Endpoint{
+	accts, err = stripe.NewAccounts(stripe.APIConfig{BaseURL: srv.URL}, []provider.Endpoint{
 		stripeEndpoint("a1", "acct_a", "test", "sk_test_a", ""),
 		stripeEndpoint("a2", "acct_a", "test", "sk_test_a", ""),
 	}, "", nil)
@@ -86,7 +86,7 @@ func TestAmbiguousCredentialsAreRefused(t *testing.T) {
 		"two scopes, one key": {[]provider.Endpoint{stripeEndpoint("a", "acct_a", "test", "", ""),
 			stripeEndpoint("b", "acct_b", "test", "", "")}, "sk_test_global", `"a" and "b"`},
 	} {
-		_, err := stripeapi.NewAccounts(stripeapi.Config{}, c.eps, c.fallback, nil)
+		_, err := stripe.NewAccounts(stripe.APIConfig{}, c.eps, c.fallback, nil)
 		require.ErrorContains(t, err, c.want, name)
 	}
 }

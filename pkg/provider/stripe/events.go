@@ -1,4 +1,4 @@
-package stripeapi
+package stripe
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 // MaxEventTypes is how many names GET /v1/events accepts in types[].
 const MaxEventTypes = 20
 
-// Event is one event of the events list, as Stripe returned it.
-type Event struct {
+// ListedEvent is one event of the events list, as Stripe returned it.
+type ListedEvent struct {
 	ID      string
 	Type    string
 	Created time.Time
@@ -28,7 +28,7 @@ type Event struct {
 // exact types (nil: all; at most MaxEventTypes, Stripe's limit), after
 // startingAfter ("" for the first page). Every event must carry the
 // credentials' livemode.
-func (c *Client) ListEvents(ctx context.Context, account string, since time.Time, types []string, startingAfter string, limit int) ([]Event, bool, error) {
+func (c *Client) ListEvents(ctx context.Context, account string, since time.Time, types []string, startingAfter string, limit int) ([]ListedEvent, bool, error) {
 	if len(types) > MaxEventTypes {
 		return nil, false, fmt.Errorf("stripeapi: list events: %d types, Stripe accepts at most %d", len(types), MaxEventTypes)
 	}
@@ -60,7 +60,7 @@ func (c *Client) ListEvents(ctx context.Context, account string, since time.Time
 	if err := json.Unmarshal(body, &page); err != nil {
 		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
 	}
-	out := make([]Event, 0, len(page.Data))
+	out := make([]ListedEvent, 0, len(page.Data))
 	for _, raw := range page.Data {
 		var ev struct {
 			ID       string `json:"id"`
@@ -74,7 +74,7 @@ func (c *Client) ListEvents(ctx context.Context, account string, since time.Time
 		if err := c.checkMode(path, ev.ID, ev.Livemode); err != nil {
 			return nil, false, err
 		}
-		out = append(out, Event{ID: ev.ID, Type: ev.Type, Created: time.Unix(ev.Created, 0).UTC(), Body: raw})
+		out = append(out, ListedEvent{ID: ev.ID, Type: ev.Type, Created: time.Unix(ev.Created, 0).UTC(), Body: raw})
 	}
 	return out, page.HasMore, nil
 }

@@ -1,4 +1,4 @@
-package stripeapi_test
+package stripe_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/pkg/stripeapi"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
 // A 429 or 503 carrying Retry-After (RFC 9110 §10.2.3, in seconds) says when
@@ -29,17 +29,17 @@ func TestRetryAfterOfARefusalIsExposed(t *testing.T) {
 		_, _ = w.Write([]byte(`{"error":{"type":"rate_limit_error","message":"slow down"}}`))
 	}))
 	defer srv.Close()
-	c := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, BreakerFailures: 100}, nil)
+	c := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, BreakerFailures: 100}, nil)
 
 	_, err := c.Get(context.Background(), "", "subscription", "sub_1")
-	require.ErrorIs(t, err, stripeapi.ErrRateLimited)
+	require.ErrorIs(t, err, stripe.ErrRateLimited)
 	var ra interface{ RetryAfter() time.Duration }
 	require.True(t, errors.As(err, &ra))
 	require.Equal(t, 120*time.Second, ra.RetryAfter())
 
 	status = http.StatusServiceUnavailable
 	_, err = c.Get(context.Background(), "", "subscription", "sub_1")
-	require.ErrorIs(t, err, stripeapi.ErrServer)
+	require.ErrorIs(t, err, stripe.ErrServer)
 	require.True(t, errors.As(err, &ra))
 	require.Equal(t, 120*time.Second, ra.RetryAfter())
 

@@ -1,4 +1,4 @@
-package stripeapi
+package stripe
 
 import (
 	"cmp"
@@ -57,7 +57,7 @@ type credentials struct {
 // (or environments) that would call Stripe with the same credentials, i.e.
 // read the same data under two identities (typically an endpoint whose
 // api_key variable is unset falling back to another account's key).
-func NewAccounts(base Config, endpoints []provider.Endpoint, fallbackKey string, log *slog.Logger) (*Accounts, error) {
+func NewAccounts(base APIConfig, endpoints []provider.Endpoint, fallbackKey string, log *slog.Logger) (*Accounts, error) {
 	a := &Accounts{byScope: map[Scope]Account{}}
 	clients := map[credentials]*Client{}
 	owner := map[Scope]string{}        // scope -> first endpoint id
@@ -90,7 +90,7 @@ func NewAccounts(base Config, endpoints []provider.Endpoint, fallbackKey string,
 		if cl == nil {
 			cfg := base
 			cfg.APIKey, cfg.Live = cr.key, cr.live
-			cl = New(cfg, log)
+			cl = NewClient(cfg, log)
 			clients[cr] = cl
 			users[cr], scopeOf[cr] = ep.ID, sc
 		}

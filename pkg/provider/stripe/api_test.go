@@ -1,4 +1,4 @@
-package stripeapi_test
+package stripe_test
 
 import (
 	"context"
@@ -12,19 +12,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/pkg/stripeapi"
-	"github.com/hookyard/hookyard/pkg/stripesim"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
 // setup starts a simulator behind an httptest.Server and a client for it.
-func setup(t *testing.T, cfg stripeapi.Config) (*stripesim.Sim, *stripeapi.Client) {
+func setup(t *testing.T, cfg stripe.APIConfig) (*stripesim.Sim, *stripe.Client) {
 	t.Helper()
 	sim := stripesim.New(stripesim.Config{})
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	cfg.BaseURL = srv.URL
 	cfg.APIKey = stripesim.DevAPIKey
-	return sim, stripeapi.New(cfg, nil)
+	return sim, stripe.NewClient(cfg, nil)
 }
 
 func TestGetOK(t *testing.T) {
@@ -42,7 +42,7 @@ func TestGetOK(t *testing.T) {
 		sim.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_test_123"}, nil)
+	c := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: "sk_test_123"}, nil)
 
 	body, err := c.Get(t.Context(), "acct_1", "subscription", "sub_1")
 	require.NoError(t, err)
@@ -68,21 +68,21 @@ func TestGetOK(t *testing.T) {
 
 func TestUnsupported(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{})
+	sim, c := setup(t, stripe.APIConfig{})
 	_, err := c.Get(t.Context(), "", "charge", "ch_1")
-	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
+	require.ErrorIs(t, err, stripe.ErrUnsupported)
 	_, _, _, err = c.List(t.Context(), "", "charge", "", 10)
-	require.ErrorIs(t, err, stripeapi.ErrUnsupported)
+	require.ErrorIs(t, err, stripe.ErrUnsupported)
 	require.Zero(t, sim.APICalls())
 	require.Zero(t, c.Calls())
 }
 
 func TestNotFoundDoesNotTrip(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{BreakerFailures: 2})
+	sim, c := setup(t, stripe.APIConfig{BreakerFailures: 2})
 	for i := range 20 {
 		_, err := c.Get(t.Context(), "", "subscription", fmt.Sprintf("sub_missing_%d", i))
-		require.ErrorIs(t, err, stripeapi.ErrNotFound)
+		require.ErrorIs(t, err, stripe.ErrNotFound)
 		require.ErrorContains(t, err, "resource_missing")
 	}
 	require.Equal(t, "closed", c.BreakerState())
@@ -91,28 +91,28 @@ func TestNotFoundDoesNotTrip(t *testing.T) {
 
 func TestUnauthorizedDoesNotTrip(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{BreakerFailures: 2})
+	sim, c := setup(t, stripe.APIConfig{BreakerFailures: 2})
 	for _, status := range []int{401, 403, 401, 403} {
 		sim.SetFailure(status)
 		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
-		require.ErrorIs(t, err, stripeapi.ErrUnauthorized)
+		require.ErrorIs(t, err, stripe.ErrUnauthorized)
 	}
 	require.Equal(t, "closed", c.BreakerState())
 }
 
 func TestServerErrorsOpenBreaker(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{BreakerFailures: 3, BreakerOpenFor: 100 * time.Millisecond})
+	sim, c := setup(t, stripe.APIConfig{BreakerFailures: 3, BreakerOpenFor: 100 * time.Millisecond})
 	sim.Put(stripesim.Subscription{ID: "sub_1"})
 	sim.SetFailure(http.StatusInternalServerError)
 	for range 3 {
 		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
-		require.ErrorIs(t, err, stripeapi.ErrServer)
+		require.ErrorIs(t, err, stripe.ErrServer)
 	}
 	require.Equal(t, "open", c.BreakerState())
 	for range 5 {
 		_, err := c.Get(t.Context(), "", "subscription", "sub_1")
-		require.ErrorIs(t, err, stripeapi.ErrUnavailable)
+		require.ErrorIs(t, err, stripe.ErrUnavailable)
 	}
 	require.EqualValues(t, 3, sim.APICalls(), "an open breaker sends nothing")
 	require.EqualValues(t, 3, c.Calls())
@@ -128,16 +128,16 @@ func TestServerErrorsOpenBreaker(t *testing.T) {
 
 func TestRateLimited(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{})
+	sim, c := setup(t, stripe.APIConfig{})
 	sim.SetFailure(http.StatusTooManyRequests)
 	_, err := c.Get(t.Context(), "", "subscription", "sub_1")
-	require.ErrorIs(t, err, stripeapi.ErrRateLimited)
-	require.NotErrorIs(t, err, stripeapi.ErrServer)
+	require.ErrorIs(t, err, stripe.ErrRateLimited)
+	require.NotErrorIs(t, err, stripe.ErrServer)
 }
 
 func TestTimeout(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{Timeout: 50 * time.Millisecond, BreakerFailures: 2})
+	sim, c := setup(t, stripe.APIConfig{Timeout: 50 * time.Millisecond, BreakerFailures: 2})
 	sim.Put(stripesim.Subscription{ID: "sub_1"})
 	sim.SetLatency(time.Second)
 	start := time.Now()
@@ -152,7 +152,7 @@ func TestTimeout(t *testing.T) {
 
 func TestCallerCancelDoesNotTrip(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{BreakerFailures: 1})
+	sim, c := setup(t, stripe.APIConfig{BreakerFailures: 1})
 	sim.SetLatency(time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
@@ -163,7 +163,7 @@ func TestCallerCancelDoesNotTrip(t *testing.T) {
 
 func TestListPagination(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{})
+	sim, c := setup(t, stripe.APIConfig{})
 	var want []string
 	for i := range 25 {
 		id := fmt.Sprintf("sub_%03d", i)
@@ -193,7 +193,7 @@ func TestListPagination(t *testing.T) {
 
 func TestRateLimiterWaits(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{RatePerSecond: 20, Burst: 1})
+	sim, c := setup(t, stripe.APIConfig{RatePerSecond: 20, Burst: 1})
 	sim.Put(stripesim.Subscription{ID: "sub_1"})
 	start := time.Now()
 	for range 4 {
@@ -205,13 +205,13 @@ func TestRateLimiterWaits(t *testing.T) {
 
 func TestWithDefaults(t *testing.T) {
 	t.Parallel()
-	cfg := stripeapi.Config{}.WithDefaults()
-	require.Equal(t, stripeapi.BaseURLDefault, cfg.BaseURL)
-	require.Equal(t, stripeapi.TimeoutDefault, cfg.Timeout)
-	require.Equal(t, stripeapi.RatePerSecondDefault, cfg.RatePerSecond)
-	require.Equal(t, stripeapi.BurstDefault, cfg.Burst)
-	require.Equal(t, stripeapi.BreakerFailuresDefault, cfg.BreakerFailures)
-	require.Equal(t, stripeapi.BreakerOpenForDefault, cfg.BreakerOpenFor)
+	cfg := stripe.APIConfig{}.WithDefaults()
+	require.Equal(t, stripe.BaseURLDefault, cfg.BaseURL)
+	require.Equal(t, stripe.TimeoutDefault, cfg.Timeout)
+	require.Equal(t, stripe.RatePerSecondDefault, cfg.RatePerSecond)
+	require.Equal(t, stripe.BurstDefault, cfg.Burst)
+	require.Equal(t, stripe.BreakerFailuresDefault, cfg.BreakerFailures)
+	require.Equal(t, stripe.BreakerOpenForDefault, cfg.BreakerOpenFor)
 	require.NotNil(t, cfg.HTTPClient)
 	tr, ok := cfg.HTTPClient.Transport.(*http.Transport)
 	require.True(t, ok)
@@ -223,7 +223,7 @@ func TestWithDefaults(t *testing.T) {
 // never found (https://docs.stripe.com/api/subscriptions/list).
 func TestListAsksForEverySubscriptionStatus(t *testing.T) {
 	t.Parallel()
-	sim, c := setup(t, stripeapi.Config{})
+	sim, c := setup(t, stripe.APIConfig{})
 	sim.Put(stripesim.Subscription{ID: "sub_active", Status: "active", Created: 100})
 	sim.Put(stripesim.Subscription{ID: "sub_canceled", Status: "canceled", Created: 200})
 	ids, statuses, more, err := c.List(t.Context(), "", "subscription", "", 10)
@@ -244,22 +244,22 @@ func TestObjectOfTheOtherModeIsRefused(t *testing.T) {
 	sim.PutFor("acct_a", stripesim.Subscription{ID: "sub_live", Status: "active", Livemode: true})
 	sim.PutFor("acct_a", stripesim.Subscription{ID: "sub_test", Status: "active"})
 
-	testMode := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_live_acct_a", BreakerFailures: 2}, nil)
+	testMode := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: "sk_live_acct_a", BreakerFailures: 2}, nil)
 	require.False(t, testMode.Live())
 	for range 3 {
 		_, err := testMode.Get(t.Context(), "", "subscription", "sub_live")
-		require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
+		require.ErrorIs(t, err, stripe.ErrLivemodeMismatch)
 		require.ErrorContains(t, err, "livemode")
 		_, _, _, err = testMode.List(t.Context(), "", "subscription", "", 10)
-		require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
+		require.ErrorIs(t, err, stripe.ErrLivemodeMismatch)
 	}
 	require.Equal(t, "closed", testMode.BreakerState())
 
-	liveMode := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_test_acct_a", Live: true}, nil)
+	liveMode := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: "sk_test_acct_a", Live: true}, nil)
 	_, err := liveMode.Get(t.Context(), "", "subscription", "sub_test")
-	require.ErrorIs(t, err, stripeapi.ErrLivemodeMismatch)
+	require.ErrorIs(t, err, stripe.ErrLivemodeMismatch)
 
-	right := stripeapi.New(stripeapi.Config{BaseURL: srv.URL, APIKey: "sk_live_acct_a", Live: true}, nil)
+	right := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: "sk_live_acct_a", Live: true}, nil)
 	body, err := right.Get(t.Context(), "", "subscription", "sub_live")
 	require.NoError(t, err)
 	require.Contains(t, string(body), `"livemode":true`)

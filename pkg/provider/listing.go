@@ -1,0 +1,120 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Lister pages through a provider's resources. It must list every resource
+// whatever its state: a list that leaves finished ones out (Stripe's
+// subscriptions without status=all) hides exactly the cancellations whose
+// webhook was lost.
+type Lister interface {
+	// ListObjects returns one page after startingAfter ("" first): each
+	// resource's id and, when the lister can say, its status,
+	// cancel-at-period-end and deletion.
+	ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]Listed, bool, error)
+}
+
+// Listed is one object of a list page: what the reconciler compares with
+// the projection.
+type Listed struct {
+	ID     string
+	Status string
+	// CancelAtPeriodEnd is nil when the object has no such field.
+	CancelAtPeriodEnd *bool
+	Deleted           bool
+}
+
+// ListedEvent is one event of a provider's events list: the same document
+// the provider delivers as a webhook body.
+type ListedEvent struct {
+	ID   string
+	At   time.Time
+	Body []byte
+}
+
+// EventPage is one page of a provider's events list.
+type EventPage struct {
+	Events []ListedEvent
+	// Next continues the walk (a Stripe event id, a Chargebee next_offset);
+	// "" when this was the last page.
+	Next string
+}
+
+// EventLister pages through a provider's events that occurred at or after
+// since, in whatever order the provider lists them, from cursor ("" for the
+// first page). The source's credentials are the lister's own.
+type EventLister interface {
+	ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error)
+}
+
+// ErrCursorGone is what an EventLister wraps when the provider no longer
+// knows the cursor it was given: Stripe lists events for 30 days, so a walk
+// interrupted for longer resumes from an event that is gone. The scan then
+// walks again from its lower bound.
+var ErrCursorGone = errors.New("the provider no longer knows the listing cursor")
+
+// HookDelivery is one delivery attempt of a webhook, as GitHub lists them
+// (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook).
+type HookDelivery struct {
+	ID int64
+	// GUID is the X-GitHub-Delivery header: the event's identity, kept by
+	// every redelivery of it.
+	GUID        string
+	StatusCode  int
+	DeliveredAt time.Time
+	Redelivery  bool
+}
+
+// OK reports whether the receiver answered 2xx.
+func (d HookDelivery) OK() bool { return d.StatusCode >= 200 && d.StatusCode < 300 }
+
+// HookDeliveries lists a hook's deliveries, newest first, and asks for a
+// redelivery, for a provider that never redelivers on its own (GitHub).
+type HookDeliveries interface {
+	// ListDeliveries returns one page from cursor ("" first) and the cursor
+	// of the next page ("" after the last).
+	ListDeliveries(ctx context.Context, cursor string, limit int) ([]HookDelivery, string, error)
+	// Redeliver asks the provider to send delivery id again.
+	Redeliver(ctx context.Context, id int64) error
+}
+
+// Source is one endpoint whose provider data is reconciled: its resources
+// listed (Lister), its events scanned (Events), its hook's deliveries
+// walked (Hooks); any of them may be nil. A provider's Connection builds
+// it from the endpoint; the reconciler walks it.
+type Source struct {
+	Provider      string
+	SourceAccount string
+	Environment   string
+	ResourceType  string
+	// APIAccount is sent to the provider API as the account to act for
+	// (Stripe-Account), or "" for the API key's own account.
+	APIAccount string
+	// Lister reads the account with the source's own credentials. Nil: the
+	// source's resources are not listed (its stale projections still are
+	// re-checked when ResourceType is set).
+	Lister Lister
+	// Terminal are the statuses the provider never moves a resource out of
+	// (Stripe: canceled, incomplete_expired). A stale projection in one of
+	// them, or deleted, is not re-checked. Defaults to none: only deleted
+	// projections are terminal.
+	Terminal []string
+	// Endpoint is the endpoint listed events are ingested under: its id,
+	// account, environment and allow-list. Required with Events.
+	Endpoint *Endpoint
+	// Events lists the provider's events; nil: no events scan.
+	Events EventLister
+	// Identify reads a listed event's identity exactly as the endpoint's
+	// adapter reads a delivery's. Required with Events.
+	Identify Identifier
+	// Hooks lists a hook's deliveries and asks for redeliveries (GitHub);
+	// nil: none.
+	Hooks HookDeliveries
+}
+
+// Name identifies the source in reconcile_checkpoint and reports:
+// provider/account/environment.
+func (s Source) Name() string { return s.Provider + "/" + s.SourceAccount + "/" + s.Environment }
