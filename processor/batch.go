@@ -17,36 +17,11 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
+	"github.com/hookyard/hookyard/pkg/provider"
 )
-
-// Fetcher reads a resource's current state from its provider. It is called
-// with no database transaction open.
-type Fetcher interface {
-	Fetch(ctx context.Context, r message.Resource) (Fetched, error)
-}
-
-// Fetched is a resource's state as the provider reports it now.
-type Fetched struct {
-	State   []byte
-	Status  string
-	Deleted bool
-}
 
 // errNoFetcher: the provider has no API client configured.
 var errNoFetcher = errors.New("no fetcher for provider")
-
-// ErrNotFound is what a Fetcher wraps when the provider says the resource
-// does not exist. It is recorded apart from other failures
-// (fetch_not_found), and retried and then dead like any of them: an
-// unexplained 404 never becomes a state.
-var ErrNotFound = errors.New("resource not found at provider")
-
-// ErrNotAttempted is what a Fetcher wraps when no request reached the
-// provider: its breaker was open or its local rate limiter refused the call.
-// Such a try is retried like any failure, inside the retry window, but it is
-// not counted as an attempt: an open breaker during an outage must not use
-// up an event's attempts while the provider never saw them.
-var ErrNotAttempted = errors.New("not attempted: no request reached the provider")
 
 type inboxRow struct {
 	provider, account, env, eventID string
@@ -127,7 +102,7 @@ func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Ke
 type step struct {
 	msg  message.Message
 	row  *inboxRow
-	plan plan
+	plan provider.Plan
 	err  error // malformed: dead at once
 	// res is set while writing.
 	res projection.Result
@@ -142,7 +117,7 @@ type step struct {
 }
 
 type fetchResult struct {
-	f   Fetched
+	f   provider.Fetched
 	err error
 	// at is the database clock just before the provider call: the
 	// observation's time, which a later write of an older fetch cannot
@@ -183,7 +158,7 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
 	for i, m := range msgs {
 		st := &step{msg: m, trace: evs[i]}
 		if m.Kind == message.KindCheck {
-			st.plan = plan{fetch: true}
+			st.plan = provider.Plan{Fetch: true}
 			steps = append(steps, st)
 			continue
 		}
@@ -222,7 +197,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 	var g errgroup.Group
 	g.SetLimit(w.p.cfg.FetchConcurrency)
 	for _, st := range steps {
-		if st.err != nil || !st.plan.fetch {
+		if st.err != nil || !st.plan.Fetch {
 			continue
 		}
 		key := st.msg.Resource.Key()
@@ -247,7 +222,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 			// processes are compared by it. Read with no transaction open,
 			// before the call, so it is never later than what Stripe saw.
 			if err := w.p.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&fr.at); err != nil {
-				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", ErrNotAttempted, err)
+				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", provider.ErrNotAttempted, err)
 				return nil
 			}
 			start := time.Now()
@@ -326,14 +301,14 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				continue
 			}
 			m := st.msg
-			if s := st.plan.snapshot; s != nil {
-				v := s.version
+			if s := st.plan.Snapshot; s != nil {
+				v := s.Version
 				ep := w.p.endpoints[st.row.endpointID]
-				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.state,
-					Status: s.status, Deleted: s.deleted, EventID: m.EventID, Generation: w.tok.Generation,
+				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.State,
+					Status: s.Status, Deleted: s.Deleted, EventID: m.EventID, Generation: w.tok.Generation,
 					Incremental: ep != nil && ep.Incremental}, &st.res)
 			}
-			if st.plan.fetch {
+			if st.plan.Fetch {
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
@@ -342,11 +317,11 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				}
 			}
 			if st.row != nil {
-				for _, f := range st.plan.facts {
-					b.Queue(factSQL, m.Provider, m.SourceAccount, m.Environment, f.typ, f.id, m.Type, m.ID, m.EventID, string(f.data))
+				for _, f := range st.plan.Facts {
+					b.Queue(factSQL, m.Provider, m.SourceAccount, m.Environment, f.Type, f.ID, m.Type, m.ID, m.EventID, string(f.Data))
 				}
-				for _, a := range st.plan.actions {
-					b.Queue(actionSQL, m.Provider, m.SourceAccount, m.Environment, a.subject, a.kind, m.EventID, st.trace.parent())
+				for _, a := range st.plan.Actions {
+					b.Queue(actionSQL, m.Provider, m.SourceAccount, m.Environment, a.Subject, a.Kind, m.EventID, st.trace.parent())
 				}
 			}
 		}
@@ -434,16 +409,16 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	switch {
 	case st.err != nil:
 		failure = st.err
-	case st.plan.snapshot != nil:
-		s := st.plan.snapshot
-		v, prev := s.version, st.res.Previous
-		entry.Outcome, entry.Version, entry.Status, entry.Deleted, entry.Previous = st.res.Outcome, &v, s.status, s.deleted, &prev
+	case st.plan.Snapshot != nil:
+		s := st.plan.Snapshot
+		v, prev := s.Version, st.res.Previous
+		entry.Outcome, entry.Version, entry.Status, entry.Deleted, entry.Previous = st.res.Outcome, &v, s.Status, s.Deleted, &prev
 		if st.res.Outcome == projection.Gap {
 			// A delta past a missing version: parked, so it applies once the
 			// missing one landed, and dead (inspectable) if it never does.
 			failure = fmt.Errorf("version gap: %d does not follow the projection's version", v)
 		}
-	case st.plan.fetch:
+	case st.plan.Fetch:
 		fr := fetched[m.Resource.Key()]
 		switch {
 		case errors.Is(fr.err, errNoFetcher):
@@ -451,7 +426,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 		case fr.err != nil:
 			failure = fr.err
 			entry.Outcome, entry.Detail = projection.FetchFailed, fr.err.Error()
-			if errors.Is(fr.err, ErrNotFound) {
+			if errors.Is(fr.err, provider.ErrNotFound) {
 				entry.Outcome = projection.FetchNotFound
 			}
 			if m.Kind == message.KindCheck {
@@ -477,7 +452,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 		entry.Outcome = projection.Recorded
 	}
 	st.outcome, st.failed = entry.Outcome, failure != nil
-	if entry.Outcome != "" && (entry.Outcome != projection.Recorded || m.Kind == message.KindCheck || len(st.plan.facts) > 0) {
+	if entry.Outcome != "" && (entry.Outcome != projection.Recorded || m.Kind == message.KindCheck || len(st.plan.Facts) > 0) {
 		hist = append(hist, entry)
 	}
 	if st.row == nil {
@@ -490,7 +465,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 		if entry.Outcome == projection.Gap {
 			mk.outcome = projection.Gap
 		}
-		if !errors.Is(failure, ErrNotAttempted) {
+		if !errors.Is(failure, provider.ErrNotAttempted) {
 			mk.attempts++
 		}
 		first := now
@@ -498,9 +473,9 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 			first = *st.row.firstFailedAt
 		}
 		mk.firstFailed = &first
-		if errors.Is(failure, errMalformed) || w.p.exhausted(first, now, mk.attempts) {
+		if errors.Is(failure, provider.ErrMalformed) || w.p.exhausted(first, now, mk.attempts) {
 			mk.status = inbox.StatusDead
-			if st.plan.fetch {
+			if st.plan.Fetch {
 				// The provider's state never arrived: the projection may be
 				// wrong (a cancellation not applied). The reconciler checks
 				// every projection marked so.

@@ -18,6 +18,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/processor"
 )
 
@@ -143,14 +144,14 @@ func TestConsumerLagPerPartition(t *testing.T) {
 	require.Len(t, recs, 3)
 	part, other := strconv.Itoa(int(recs[0].Partition)), strconv.Itoa(int(1-recs[0].Partition))
 
-	gate := &gatedFetcher{inner: processor.StripeFetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
+	gate := &gatedFetcher{inner: stripe.Fetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
 	var once sync.Once
 	release := func() { once.Do(func() { close(gate.release) }) }
 	t.Cleanup(release)
 	reg := prometheus.NewRegistry()
 	p.StartProcessor("lagging", func(c *processor.Config) {
 		c.Registerer = reg
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: gate}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: gate}
 	})
 	select {
 	case <-gate.fetched:

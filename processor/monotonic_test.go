@@ -15,19 +15,20 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/processor"
 )
 
 // firstCallGate holds the first fetch's answer until released; later
 // fetches go straight through.
 type firstCallGate struct {
-	inner   processor.Fetcher
+	inner   provider.Fetcher
 	calls   atomic.Int64
 	fetched chan string
 	release chan struct{}
 }
 
-func (g *firstCallGate) Fetch(ctx context.Context, r message.Resource) (processor.Fetched, error) {
+func (g *firstCallGate) Fetch(ctx context.Context, r message.Resource) (provider.Fetched, error) {
 	first := g.calls.Add(1) == 1
 	f, err := g.inner.Fetch(ctx, r)
 	if first {
@@ -68,7 +69,7 @@ func TestOlderFetchNeverOverwritesNewerFetchedObservation(t *testing.T) {
 	r := pipelinetest.Resource("sub_two_partitions")
 	s := scSub(r.ID, "active")
 	p.Sim.Put(s)
-	gate := &firstCallGate{inner: processor.StripeFetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
+	gate := &firstCallGate{inner: stripe.Fetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
 	released := false
 	release := func() {
 		if !released {
@@ -78,7 +79,7 @@ func TestOlderFetchNeverOverwritesNewerFetchedObservation(t *testing.T) {
 	}
 	t.Cleanup(release)
 	p.StartProcessor("mono", func(c *processor.Config) {
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: gate}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: gate}
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)

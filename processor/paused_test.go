@@ -14,6 +14,7 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
@@ -91,7 +92,7 @@ func TestProcessorPausedPastSessionTimeoutCannotWrite(t *testing.T) {
 	s := stripesim.Subscription{ID: "sub_paused", Customer: "cus_p", Status: "active", CurrentPeriodEnd: time.Now().Add(720 * time.Hour).Unix()}
 	p.Sim.Put(s)
 
-	gate := &gatedFetcher{inner: processor.StripeFetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
+	gate := &gatedFetcher{inner: stripe.Fetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(gate.release) }) }
 	t.Cleanup(release)
@@ -99,7 +100,7 @@ func TestProcessorPausedPastSessionTimeoutCannotWrite(t *testing.T) {
 	t.Cleanup(frozen.Resume)
 	reg := prometheus.NewRegistry()
 	_, _ = p.StartProcessor("paused", func(c *processor.Config) {
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: gate}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: gate}
 		c.Registerer = reg
 		c.RevokeGrace = 200 * time.Millisecond
 		c.KafkaOptions = append(c.KafkaOptions, kgo.Dialer(frozen.dial), kgo.SessionTimeout(pausedSessionTimeout),

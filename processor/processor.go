@@ -81,7 +81,7 @@ type Config struct {
 	Endpoints []provider.Endpoint
 	// Fetchers read current state per provider name, for events without a
 	// version. Defaults to none: such hints are recorded, not fetched.
-	Fetchers map[string]Fetcher
+	Fetchers map[string]provider.Fetcher
 	// RetryWindow is how long a failing event is retried, from its first
 	// failure (a replay starts a new window). An event still failing when
 	// it ends is dead, and a dead hint marks its projection

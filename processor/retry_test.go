@@ -70,7 +70,7 @@ func TestCancellationHintDuringLongOutageIsAppliedAfterRecovery(t *testing.T) {
 	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) {
 		c.BackoffBase, c.BackoffMax, c.MaxAttempts = 0, 0, 0 // the defaults
 		c.Now = clk.Now
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: client}}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: stripe.Fetcher{Client: client}}
 	}, NoProcessor: true})
 	client = stripe.NewClient(stripe.APIConfig{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
 		BreakerOpenFor: 2 * time.Second, Timeout: 2 * time.Second}, p.Log)
@@ -98,7 +98,7 @@ func TestCancellationHintDuringLongOutageIsAppliedAfterRecovery(t *testing.T) {
 	// The open breaker refused some tries: those reached no provider.
 	var refused int
 	for _, e := range scHistoryOf(scHistory(t, p, r), evID) {
-		if strings.Contains(e.Detail, processor.ErrNotAttempted.Error()) {
+		if strings.Contains(e.Detail, provider.ErrNotAttempted.Error()) {
 			refused++
 		}
 	}
@@ -216,8 +216,8 @@ func (e retryAfterError) RetryAfter() time.Duration { return e.d }
 
 type refusingFetcher struct{ d time.Duration }
 
-func (f refusingFetcher) Fetch(context.Context, message.Resource) (processor.Fetched, error) {
-	return processor.Fetched{}, fmt.Errorf("fetch: %w", retryAfterError{f.d})
+func (f refusingFetcher) Fetch(context.Context, message.Resource) (provider.Fetched, error) {
+	return provider.Fetched{}, fmt.Errorf("fetch: %w", retryAfterError{f.d})
 }
 
 // A provider's 429 reached the provider: it counts as an attempt, and its
@@ -226,7 +226,7 @@ func (f refusingFetcher) Fetch(context.Context, message.Resource) (processor.Fet
 func TestRateLimitedHintWaitsForRetryAfter(t *testing.T) {
 	t.Parallel()
 	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) {
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: refusingFetcher{d: time.Hour}}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: refusingFetcher{d: time.Hour}}
 	}})
 	sent := time.Now()
 	evID := scSend(t, p, "customer.subscription.updated", scSub("sub_429", "active"))

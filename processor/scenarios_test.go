@@ -494,7 +494,7 @@ func TestProviderOutageParksHintsAndKeepsState(t *testing.T) {
 	// provider never saw them.
 	p.Eventually(func() bool {
 		row, err := inbox.Get(context.Background(), p.Pool, k, false)
-		return err == nil && row.LastError != nil && strings.Contains(*row.LastError, processor.ErrNotAttempted.Error())
+		return err == nil && row.LastError != nil && strings.Contains(*row.LastError, provider.ErrNotAttempted.Error())
 	}, "tries continue without reaching the provider")
 	require.LessOrEqual(t, int64(scInbox(t, p, k).Attempts), p.Sim.APICalls()-callsAtOutage)
 

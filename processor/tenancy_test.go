@@ -28,7 +28,7 @@ func tenancyPipeline(t *testing.T, maxAttempts int, eps ...provider.Endpoint) *p
 		accts, err := stripe.NewAccounts(stripe.APIConfig{BaseURL: p.SimServer.URL, RatePerSecond: 10000, Burst: 10000,
 			Timeout: 2 * time.Second}, c.Endpoints, stripesim.DevAPIKey, p.Log)
 		require.NoError(t, err)
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: stripe.Fetcher{Accounts: accts}}
 		if maxAttempts > 0 {
 			c.MaxAttempts = maxAttempts
 		}

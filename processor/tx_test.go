@@ -12,6 +12,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
@@ -25,12 +26,12 @@ func TestNoTransactionOpenDuringProviderCall(t *testing.T) {
 	ctx := context.Background()
 	s := stripesim.Subscription{ID: "sub_notx", Customer: "cus", Status: "active"}
 	p.Sim.Put(s)
-	gate := &gatedFetcher{inner: processor.StripeFetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
+	gate := &gatedFetcher{inner: stripe.Fetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
 	// The processor gets a pool of its own, named, so only its connections are watched.
 	procPool, err := db.Open(ctx, dbtest.URL(), db.Options{SearchPath: p.Schema, ApplicationName: p.Schema + "-processor"})
 	require.NoError(t, err)
 	t.Cleanup(procPool.Close)
-	_, _ = p.StartProcessorOn(procPool, "notx", func(c *processor.Config) { c.Fetchers = map[string]processor.Fetcher{provider.Stripe: gate} })
+	_, _ = p.StartProcessorOn(procPool, "notx", func(c *processor.Config) { c.Fetchers = map[string]provider.Fetcher{provider.Stripe: gate} })
 	_, _, err = p.Sim.Send(ctx, "customer.subscription.updated", s)
 	require.NoError(t, err)
 	select {

@@ -15,6 +15,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/processor"
 )
@@ -22,12 +23,12 @@ import (
 // gatedFetcher fetches for real, then holds the result until released: a
 // worker paused on the provider API with a stale answer in hand.
 type gatedFetcher struct {
-	inner   processor.Fetcher
+	inner   provider.Fetcher
 	fetched chan string
 	release chan struct{}
 }
 
-func (g *gatedFetcher) Fetch(ctx context.Context, r message.Resource) (processor.Fetched, error) {
+func (g *gatedFetcher) Fetch(ctx context.Context, r message.Resource) (provider.Fetched, error) {
 	f, err := g.inner.Fetch(ctx, r)
 	g.fetched <- f.Status
 	<-g.release
@@ -55,13 +56,13 @@ func TestZombieWorkerCannotOverwriteNewOwner(t *testing.T) {
 	s := stripesim.Subscription{ID: "sub_zombie", Customer: "cus_z", Status: "active", CurrentPeriodEnd: time.Now().Add(720 * time.Hour).Unix()}
 	p.Sim.Put(s)
 
-	gate := &gatedFetcher{inner: processor.StripeFetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
+	gate := &gatedFetcher{inner: stripe.Fetcher{Client: p.Stripe}, fetched: make(chan string, 1), release: make(chan struct{})}
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(gate.release) }) }
 	t.Cleanup(release)
 	regA := prometheus.NewRegistry()
 	_, stopA := p.StartProcessor("zombie", func(c *processor.Config) {
-		c.Fetchers = map[string]processor.Fetcher{provider.Stripe: gate}
+		c.Fetchers = map[string]provider.Fetcher{provider.Stripe: gate}
 		c.Registerer = regA
 		c.RevokeGrace = 200 * time.Millisecond
 	})

@@ -43,8 +43,8 @@ func TestChargebeeEventWhoseWebhookWasLostIsIngestedOnce(t *testing.T) {
 	client, err := chargebee.NewClient(chargebee.APIConfig{Site: srv.URL, APIKey: chargebeesim.DevAPIKey, RatePerSecond: 1000, Burst: 100}, p.Log)
 	require.NoError(t, err)
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 1, Registerer: prometheus.NewRegistry(),
-		Sources: []reconciler.Source{{Provider: provider.Chargebee, SourceAccount: "cb-site", Environment: "test",
-			Endpoint: &p.Endpoints[1], Events: reconciler.ChargebeeEvents{Client: client}, Identify: chargebee.Verifier{}}}})
+		Sources: []provider.Source{{Provider: provider.Chargebee, SourceAccount: "cb-site", Environment: "test",
+			Endpoint: &p.Endpoints[1], Events: chargebee.Events{Client: client}, Identify: chargebee.Verifier{}}}})
 	rep, err := r.Round(ctx, reconciler.Filter{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, rep.Sources[0].EventsIngested)

@@ -68,9 +68,9 @@ func TestRoundStoppedByRateLimitResumesFromItsCheckpoint(t *testing.T) {
 	srv := httptest.NewServer(th)
 	t.Cleanup(srv.Close)
 	client := stripe.NewClient(stripe.APIConfig{BaseURL: srv.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 1000, Burst: 1000}, p.Log)
-	src := reconciler.Source{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
+	src := provider.Source{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
 		ResourceType: "subscription", Lister: client}
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 2, Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 2, Registerer: prometheus.NewRegistry(), Sources: []provider.Source{src}})
 
 	rep, err := r.Round(ctx, reconciler.Filter{})
 	require.ErrorIs(t, err, stripe.ErrRateLimited)

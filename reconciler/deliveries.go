@@ -8,32 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookyard/hookyard/pkg/provider"
 )
-
-// HookDelivery is one delivery attempt of a webhook, as GitHub lists them
-// (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook).
-type HookDelivery struct {
-	ID int64
-	// GUID is the X-GitHub-Delivery header: the event's identity, kept by
-	// every redelivery of it.
-	GUID        string
-	StatusCode  int
-	DeliveredAt time.Time
-	Redelivery  bool
-}
-
-// OK reports whether the receiver answered 2xx.
-func (d HookDelivery) OK() bool { return d.StatusCode >= 200 && d.StatusCode < 300 }
-
-// HookDeliveries lists a hook's deliveries, newest first, and asks for a
-// redelivery. GitHub never redelivers on its own.
-type HookDeliveries interface {
-	// ListDeliveries returns one page from cursor ("" first) and the cursor
-	// of the next page ("" after the last).
-	ListDeliveries(ctx context.Context, cursor string, limit int) ([]HookDelivery, string, error)
-	// Redeliver asks the provider to send delivery id again.
-	Redeliver(ctx context.Context, id int64) error
-}
 
 // RedeliverAgainAfter is how long after asking for a redelivery of an
 // event that still did not arrive the reconciler asks again.
@@ -57,7 +34,7 @@ SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE provider = $1 AND source_accoun
 // redeliverLost walks the hook's deliveries back to the checkpoint's high
 // water minus the overlap and asks GitHub to redeliver each event none of
 // whose deliveries got a 2xx and that the inbox does not hold.
-func (r *Reconciler) redeliverLost(ctx context.Context, s Source, rep *SourceReport) error {
+func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *SourceReport) error {
 	lr := rep.listing(ListingDeliveries)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingDeliveries)
 	if err != nil {
@@ -127,7 +104,7 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s Source, rep *SourceRep
 // redeliver asks for one failed delivery's event again, unless the inbox
 // holds it or it was asked for recently. A failed request gives the
 // reservation back, so the next round asks again.
-func (r *Reconciler) redeliver(ctx context.Context, s Source, d HookDelivery) (bool, error) {
+func (r *Reconciler) redeliver(ctx context.Context, s provider.Source, d provider.HookDelivery) (bool, error) {
 	var received bool
 	if err := r.pool.QueryRow(ctx, receivedSQL, s.Provider, s.SourceAccount, s.Environment, d.GUID).Scan(&received); err != nil {
 		return false, fmt.Errorf("look up delivery %s: %w", d.GUID, err)

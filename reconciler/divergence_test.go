@@ -39,7 +39,7 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', 1, no
 
 	reg := prometheus.NewRegistry()
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 3, Registerer: reg,
-		Sources: []reconciler.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
+		Sources: []provider.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
 			Environment: "test", ResourceType: "subscription", Lister: p.Stripe}}})
 	n, err := r.RunOnce(ctx)
 	require.NoError(t, err)
@@ -76,7 +76,7 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_cape', '{"cancel_at_period_en
 
 	reg := prometheus.NewRegistry()
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: reg,
-		Sources: []reconciler.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
+		Sources: []provider.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
 			Environment: "test", ResourceType: "subscription", Lister: p.Stripe}}})
 	for round := range 3 {
 		rep, err := r.Round(ctx, reconciler.Filter{})

@@ -13,35 +13,6 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
-// ListedEvent is one event of a provider's events list: the same document
-// the provider delivers as a webhook body.
-type ListedEvent struct {
-	ID   string
-	At   time.Time
-	Body []byte
-}
-
-// EventPage is one page of a provider's events list.
-type EventPage struct {
-	Events []ListedEvent
-	// Next continues the walk (a Stripe event id, a Chargebee next_offset);
-	// "" when this was the last page.
-	Next string
-}
-
-// EventLister pages through a provider's events that occurred at or after
-// since, in whatever order the provider lists them, from cursor ("" for the
-// first page). The source's credentials are the lister's own.
-type EventLister interface {
-	ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error)
-}
-
-// ErrCursorGone is what an EventLister wraps when the provider no longer
-// knows the cursor it was given: Stripe lists events for 30 days, so a walk
-// interrupted for longer resumes from an event that is gone. The scan then
-// walks again from its lower bound.
-var ErrCursorGone = errors.New("the provider no longer knows the listing cursor")
-
 // eventWalk is the cursor of an events walk in progress: the lower bound it
 // started with (kept across an interruption, so the walk resumes the same
 // listing), where it stands, and the newest event time it saw.
@@ -60,7 +31,7 @@ const maxIdentityLen = 512
 // through intake, as if it had been delivered: same identity (the
 // adapter's Identify), the endpoint's account and environment, so a real
 // delivery later is a duplicate, and one already received is one now.
-func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport) error {
+func (r *Reconciler) scanEvents(ctx context.Context, s provider.Source, rep *SourceReport) error {
 	lr := rep.listing(ListingEvents)
 	if s.Endpoint == nil || s.Identify == nil {
 		lr.Error = "no endpoint or identity reader to ingest events under"
@@ -72,8 +43,8 @@ func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport
 		lr.Error = fmt.Sprintf("endpoint %q is %s/%s/%s, not the source's", ep.ID, ep.Provider, ep.SourceAccount, ep.Environment)
 		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
 	}
-	// Stripe reads share the account's quota with the processor's fetches,
-	// inside the smaller background share.
+	// Provider reads share the account's quota with the processor's
+	// fetches, inside the smaller background share where the client keeps one.
 	ctx = provider.Background(ctx)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingEvents)
 	if err != nil {
@@ -96,7 +67,7 @@ func (r *Reconciler) scanEvents(ctx context.Context, s Source, rep *SourceReport
 	restarted := false
 	for {
 		page, err := s.Events.ListEvents(ctx, w.Since, w.Cursor, r.cfg.PageSize)
-		if err != nil && w.Cursor != "" && !restarted && errors.Is(err, ErrCursorGone) {
+		if err != nil && w.Cursor != "" && !restarted && errors.Is(err, provider.ErrCursorGone) {
 			// Once per round: a walk from the lower bound that fails the
 			// same way is not a cursor problem.
 			r.log.WarnContext(ctx, "events cursor no longer known to the provider; walking again from the lower bound",
@@ -148,7 +119,7 @@ func mustJSON(v any) string {
 // new. An event the endpoint does not accept is left out (its delivery
 // would be stored as ignored; nothing is lost). One whose identity the
 // adapter refuses (another account or mode) is skipped and reported.
-func (r *Reconciler) ingest(ctx context.Context, s Source, evs []ListedEvent, rep *SourceReport) (int64, error) {
+func (r *Reconciler) ingest(ctx context.Context, s provider.Source, evs []provider.ListedEvent, rep *SourceReport) (int64, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/hookyard/hookyard/reconciler"
 )
 
-func stripeEventsSource(p *pipelinetest.Pipeline) reconciler.Source {
-	return reconciler.Source{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
-		Endpoint: &p.Endpoints[0], Events: reconciler.StripeEvents{Client: p.Stripe}, Identify: stripe.Verifier{}}
+func stripeEventsSource(p *pipelinetest.Pipeline) provider.Source {
+	return provider.Source{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
+		Endpoint: &p.Endpoints[0], Events: stripe.Events{Client: p.Stripe}, Identify: stripe.Verifier{}}
 }
 
 // An invoice.paid whose webhook never came is found by the events scan and
@@ -43,7 +43,7 @@ func TestPaidInvoiceWhoseWebhookWasLostIsRecordedOnceByOverlappingScans(t *testi
 	lostID, lostBody := p.Sim.Emit("invoice.paid", inv) // Stripe created it; the webhook never arrived
 
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 1, Registerer: prometheus.NewRegistry(),
-		Sources: []reconciler.Source{stripeEventsSource(p)}})
+		Sources: []provider.Source{stripeEventsSource(p)}})
 	rep, err := r.Round(ctx, reconciler.Filter{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, rep.Sources[0].EventsIngested, "the lost invoice.paid; the delivered event is a duplicate")
@@ -86,7 +86,7 @@ func TestFirstEventsScanStartsAtTheOverlapNotThirtyDaysBack(t *testing.T) {
 	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_old", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-2*time.Hour))
 	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_recent", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-time.Minute))
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Overlap: 10 * time.Minute,
-		Sources: []reconciler.Source{stripeEventsSource(p)}})
+		Sources: []provider.Source{stripeEventsSource(p)}})
 	rep, err := r.Round(ctx, reconciler.Filter{})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, rep.Sources[0].EventsIngested, "only the event inside the overlap")
@@ -103,9 +103,9 @@ func TestFirstEventsScanStartsAtTheOverlapNotThirtyDaysBack(t *testing.T) {
 // have refused as deliveries.
 func TestEventsScanIngestsOnlyTypesTheEndpointAccepts(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{"invoice.paid"}, reconciler.StripeEventTypes([]string{"invoice.paid"}))
-	require.Nil(t, reconciler.StripeEventTypes([]string{"customer.subscription.*", "invoice.paid"}), "no wildcards in types[]")
-	require.Nil(t, reconciler.StripeEventTypes(nil))
+	require.Equal(t, []string{"invoice.paid"}, stripe.EventTypes([]string{"invoice.paid"}))
+	require.Nil(t, stripe.EventTypes([]string{"customer.subscription.*", "invoice.paid"}), "no wildcards in types[]")
+	require.Nil(t, stripe.EventTypes(nil))
 
 	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
 	ctx := context.Background()
@@ -119,8 +119,8 @@ func TestEventsScanIngestsOnlyTypesTheEndpointAccepts(t *testing.T) {
 		src.Endpoint = &ep
 		_, err := p.Pool.Exec(ctx, `DELETE FROM reconcile_checkpoint`) // each allow-list walks from the start
 		require.NoError(t, err)
-		src.Events = reconciler.StripeEvents{Client: p.Stripe, Types: reconciler.StripeEventTypes(allowed)}
-		r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
+		src.Events = stripe.Events{Client: p.Stripe, Types: stripe.EventTypes(allowed)}
+		r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []provider.Source{src}})
 		_, err = r.Round(ctx, reconciler.Filter{})
 		require.NoError(t, err)
 		var types []string
@@ -154,7 +154,7 @@ func TestEventsWalkWhoseCursorExpiredStartsAgainFromItsLowerBound(t *testing.T) 
 		src.Name(), reconciler.ListingEvents, walk)
 	require.NoError(t, err)
 
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []provider.Source{src}})
 	rep, err := r.Round(ctx, reconciler.Filter{})
 	require.NoError(t, err)
 	lr := rep.Sources[0].Listings[0]
@@ -179,7 +179,7 @@ func TestFirstEventsScanReachesBackAsFarAsTheBackfill(t *testing.T) {
 	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_9d", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-9*24*time.Hour))
 	p.Sim.EmitAt("invoice.paid", stripesim.Invoice{ID: "in_recent", Object: "invoice", Subscription: "sub_x"}, time.Now().Add(-time.Minute))
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Overlap: 10 * time.Minute,
-		Backfill: 7 * 24 * time.Hour, Sources: []reconciler.Source{stripeEventsSource(p)}})
+		Backfill: 7 * 24 * time.Hour, Sources: []provider.Source{stripeEventsSource(p)}})
 	rep, err := r.Round(ctx, reconciler.Filter{})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, rep.Sources[0].EventsIngested, "the events of the last 7 days, not the one 9 days back")

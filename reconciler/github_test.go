@@ -18,13 +18,13 @@ import (
 
 const ghSecret = "gh-test-secret"
 
-func githubPipeline(t *testing.T) (*pipelinetest.Pipeline, *githubsim.Sim, reconciler.Source) {
+func githubPipeline(t *testing.T) (*pipelinetest.Pipeline, *githubsim.Sim, provider.Source) {
 	return githubPipelineWith(t, githubsim.Config{})
 }
 
 // githubPipelineWith is githubPipeline with the simulated hook's settings
 // (an App's hook: AppID).
-func githubPipelineWith(t *testing.T, cfg githubsim.Config) (*pipelinetest.Pipeline, *githubsim.Sim, reconciler.Source) {
+func githubPipelineWith(t *testing.T, cfg githubsim.Config) (*pipelinetest.Pipeline, *githubsim.Sim, provider.Source) {
 	t.Helper()
 	p := pipelinetest.New(t, pipelinetest.Options{Endpoints: []provider.Endpoint{{ID: "github-test", Provider: provider.GitHub,
 		SourceAccount: "gh-org", Environment: "prod", Secrets: []string{ghSecret}}}})
@@ -34,8 +34,8 @@ func githubPipelineWith(t *testing.T, cfg githubsim.Config) (*pipelinetest.Pipel
 	t.Cleanup(srv.Close)
 	client, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 1000, Burst: 100}, sim.Hook(), p.Log)
 	require.NoError(t, err)
-	return p, sim, reconciler.Source{Provider: provider.GitHub, SourceAccount: "gh-org", Environment: "prod",
-		Hooks: reconciler.GitHubHook{Client: client}}
+	return p, sim, provider.Source{Provider: provider.GitHub, SourceAccount: "gh-org", Environment: "prod",
+		Hooks: github.Deliveries{Client: client}}
 }
 
 // GitHub never redelivers on its own: a delivery that got no 2xx is found
@@ -65,7 +65,7 @@ func lostDeliveryRedeliveredOnce(t *testing.T, cfg githubsim.Config) {
 	sim.SetDown(false)
 
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 1, Registerer: prometheus.NewRegistry(),
-		Sources: []reconciler.Source{src}})
+		Sources: []provider.Source{src}})
 	for range 3 {
 		rep, err := r.Round(ctx, reconciler.Filter{})
 		require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestFailedRedeliveryIsNotAskedAgainEveryRound(t *testing.T) {
 	sim.SetDown(true)
 	lostGUID, _, err := sim.Send(ctx, "push", map[string]any{"repository": map[string]any{"full_name": "gh-org/repo"}})
 	require.NoError(t, err)
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []reconciler.Source{src}})
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []provider.Source{src}})
 	for range 3 {
 		_, err := r.Round(ctx, reconciler.Filter{})
 		require.NoError(t, err)

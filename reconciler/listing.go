@@ -86,7 +86,7 @@ SELECT (SELECT count(*) FROM chk),
 // walkListing pages through a source's resources from its checkpoint
 // (a walk interrupted by an error resumes where it stopped), checking
 // what diverged.
-func (r *Reconciler) walkListing(ctx context.Context, s Source, rep *SourceReport) error {
+func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *SourceReport) error {
 	// The source's provider calls share its credentials' quota with the
 	// processor's fetches, inside the smaller background share.
 	ctx = provider.Background(ctx)
@@ -98,7 +98,7 @@ func (r *Reconciler) walkListing(ctx context.Context, s Source, rep *SourceRepor
 	}
 	after := cp.Cursor
 	lr.ResumedAt = after
-	terminal := s.terminal()
+	terminal := terminal(s)
 	for {
 		items, more, err := s.Lister.ListObjects(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
 		if err != nil {
@@ -123,7 +123,7 @@ func (r *Reconciler) walkListing(ctx context.Context, s Source, rep *SourceRepor
 }
 
 // interrupted records where a walk stopped and why, and returns the error.
-func (r *Reconciler) interrupted(ctx context.Context, s Source, lr *ListingReport, cursor string, err error) error {
+func (r *Reconciler) interrupted(ctx context.Context, s provider.Source, lr *ListingReport, cursor string, err error) error {
 	lr.Error = err.Error()
 	if serr := saveProgress(ctx, r.pool, s.Name(), lr.Listing, cursor, err); serr != nil {
 		return fmt.Errorf("%w; %w", err, serr)
@@ -131,7 +131,7 @@ func (r *Reconciler) interrupted(ctx context.Context, s Source, lr *ListingRepor
 	return err
 }
 
-func (r *Reconciler) checkListed(ctx context.Context, s Source, terminal []string, items []provider.Listed, rep *SourceReport) error {
+func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, rep *SourceReport) error {
 	ids, statuses, capes, deleted := make([]string, len(items)), make([]string, len(items)), make([]string, len(items)), make([]bool, len(items))
 	for i, it := range items {
 		ids[i], statuses[i], deleted[i] = it.ID, it.Status, it.Deleted

@@ -72,7 +72,7 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_stale', '{}', 'active', false
 	require.NoError(t, err)
 
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(),
-		Sources: []reconciler.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
+		Sources: []provider.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
 			ResourceType: "subscription", Terminal: []string{"canceled", "incomplete_expired"}, Lister: emptyLister{}}}})
 	n, err := r.RunOnce(ctx)
 	require.NoError(t, err)

@@ -77,55 +77,8 @@ type Progress interface {
 	Progress(ctx context.Context) ([]topic.PartitionProgress, error)
 }
 
-// Lister pages through a provider's resources. It must list every resource
-// whatever its state: a list that leaves finished ones out (Stripe's
-// subscriptions without status=all) hides exactly the cancellations whose
-// webhook was lost. *stripe.Client is one.
-type Lister interface {
-	// ListObjects returns one page after startingAfter ("" first): each
-	// resource's id and, when the lister can say, its status,
-	// cancel-at-period-end and deletion.
-	ListObjects(ctx context.Context, account, resourceType, startingAfter string, limit int) ([]provider.Listed, bool, error)
-}
-
-// Source is one endpoint whose provider data is reconciled: its resources
-// listed (Lister), its events scanned (Events), its hook's deliveries
-// walked (Hooks); any of them may be nil.
-type Source struct {
-	Provider      string
-	SourceAccount string
-	Environment   string
-	ResourceType  string
-	// APIAccount is sent to the provider API as the account to act for
-	// (Stripe-Account), or "" for the API key's own account.
-	APIAccount string
-	// Lister reads the account with the source's own credentials. Nil: the
-	// source's resources are not listed (its stale projections still are
-	// re-checked when ResourceType is set).
-	Lister Lister
-	// Terminal are the statuses the provider never moves a resource out of
-	// (Stripe: canceled, incomplete_expired). A stale projection in one of
-	// them, or deleted, is not re-checked. Defaults to none: only deleted
-	// projections are terminal.
-	Terminal []string
-	// Endpoint is the endpoint listed events are ingested under: its id,
-	// account, environment and allow-list. Required with Events.
-	Endpoint *provider.Endpoint
-	// Events lists the provider's events; nil: no events scan.
-	Events EventLister
-	// Identify reads a listed event's identity exactly as the endpoint's
-	// adapter reads a delivery's. Required with Events.
-	Identify provider.Identifier
-	// Hooks lists a hook's deliveries and asks for redeliveries (GitHub);
-	// nil: none.
-	Hooks HookDeliveries
-}
-
-// Name identifies the source in reconcile_checkpoint and reports:
-// provider/account/environment.
-func (s Source) Name() string { return s.Provider + "/" + s.SourceAccount + "/" + s.Environment }
-
-func (s Source) terminal() []string {
+// terminal is s.Terminal, never nil: the statement takes an array.
+func terminal(s provider.Source) []string {
 	if s.Terminal == nil {
 		return []string{}
 	}
@@ -135,7 +88,7 @@ func (s Source) terminal() []string {
 // Config configures a reconciler.
 type Config struct {
 	// Sources are listed each round.
-	Sources []Source
+	Sources []provider.Source
 	// Interval between rounds. Defaults to IntervalDefault.
 	Interval time.Duration
 	// StaleAfter re-checks projections of a source not observed for this
@@ -432,10 +385,10 @@ func (r *Reconciler) now() time.Time { return r.cfg.Now() }
 
 // reconcileSource checks the source's stale projections, then walks its
 // listing from its checkpoint.
-func (r *Reconciler) reconcileSource(ctx context.Context, s Source, rep *SourceReport) error {
+func (r *Reconciler) reconcileSource(ctx context.Context, s provider.Source, rep *SourceReport) error {
 	var stale int64
 	if err := r.pool.QueryRow(ctx, enqueueStaleSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
-		r.cfg.StaleAfter.Seconds(), s.terminal(), r.cfg.MaxStale).Scan(&stale); err != nil {
+		r.cfg.StaleAfter.Seconds(), terminal(s), r.cfg.MaxStale).Scan(&stale); err != nil {
 		return fmt.Errorf("enqueue stale projections of %s %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
 	}
 	rep.Checks += stale

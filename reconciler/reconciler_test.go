@@ -20,7 +20,7 @@ import (
 
 func newReconciler(p *pipelinetest.Pipeline) *reconciler.Reconciler {
 	return reconciler.New(p.Pool, p.Log, reconciler.Config{PageSize: 2, Registerer: prometheus.NewRegistry(),
-		Sources: []reconciler.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
+		Sources: []provider.Source{{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount,
 			Environment: "test", ResourceType: "subscription", Lister: p.Stripe}}})
 }
 

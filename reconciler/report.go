@@ -1,6 +1,10 @@
 package reconciler
 
-import "time"
+import (
+	"time"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
 
 // Filter selects the sources of a round; empty fields select all.
 type Filter struct {
@@ -11,7 +15,7 @@ type Filter struct {
 
 func (f Filter) empty() bool { return f == Filter{} }
 
-func (f Filter) selects(s Source) bool {
+func (f Filter) selects(s provider.Source) bool {
 	return (f.Provider == "" || f.Provider == s.Provider) &&
 		(f.SourceAccount == "" || f.SourceAccount == s.SourceAccount) &&
 		(f.Environment == "" || f.Environment == s.Environment)

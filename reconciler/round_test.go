@@ -140,7 +140,7 @@ VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('create
 
 	reg := prometheus.NewRegistry()
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PayloadRetention: 30 * 24 * time.Hour, StuckAfter: time.Minute,
-		Progress: groupProgress(p), Registerer: reg, Sources: []reconciler.Source{
+		Progress: groupProgress(p), Registerer: reg, Sources: []provider.Source{
 			{Provider: provider.Stripe, SourceAccount: "acct_down", Environment: "test", ResourceType: "subscription", Lister: failingLister{}},
 			{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test", ResourceType: "subscription",
 				Lister: fixedLister{"sub_listed"}},

@@ -299,7 +299,7 @@ func (b *bench) fetchRun(ctx context.Context, procPool *pgxpool.Pool, poll int) 
 	b.step("processor, fetch: MaxPollRecords=%d, simulator latency %s", poll, b.opts.simLatency)
 	cfg := processor.Config{Brokers: cluster.ListenAddrs(), Topic: benchTopic, Group: "bench",
 		Endpoints: []provider.Endpoint{stripeBenchEndpoint}, MaxPollRecords: poll,
-		Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: client}}}
+		Fetchers: map[string]provider.Fetcher{provider.Stripe: stripe.Fetcher{Client: client}}}
 	res, err = b.runProcessor(ctx, procPool, cfg, res)
 	res.apiCalls = sim.APICalls()
 	return res, err

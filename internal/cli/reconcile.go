@@ -1,81 +1,48 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/chargebee"
-	"github.com/hookyard/hookyard/pkg/provider/github"
-	"github.com/hookyard/hookyard/pkg/provider/registry"
-	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
-// reconcileSources are the reconciler's sources: per Stripe account its
-// subscriptions (status=all) and its events, each with its endpoint's
-// credentials; per Chargebee endpoint with an API key and a site its
-// events; per GitHub endpoint with a hook its deliveries.
-func (e *env) reconcileSources(stripeBase string) ([]reconciler.Source, error) {
-	accts, err := e.stripeAccounts(stripeBase)
+// reconcileSources are the reconciler's sources: per endpoint, what its
+// provider's connection lists with that endpoint's credentials (Stripe: its
+// account's subscriptions and events; Chargebee: its site's events; GitHub:
+// its hook's deliveries), in config order.
+func (e *env) reconcileSources(stripeBase string) ([]provider.Source, error) {
+	conns, err := e.connections(stripeBase)
 	if err != nil {
 		return nil, err
 	}
-	rc := e.cfg.Reconcile
-	var sources []reconciler.Source
+	var sources []provider.Source
 	for i := range e.cfg.Endpoints {
 		ep := &e.cfg.Endpoints[i]
 		if sourceListed(sources, ep) {
 			continue // endpoints sharing a provider, account and environment are one source, one checkpoint
 		}
-		switch ep.Provider {
-		case provider.Stripe:
-			a, ok := accts.For(ep.SourceAccount, ep.Environment)
-			if !ok {
-				continue
-			}
-			sources = append(sources, reconciler.Source{Provider: provider.Stripe, SourceAccount: ep.SourceAccount,
-				Environment: ep.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,
-				Terminal: stripe.SubscriptionTerminal, Endpoint: ep, Identify: registry.Identifier(ep.Provider),
-				Events: reconciler.StripeEvents{Client: a.Client, Account: a.StripeAccount, Types: reconciler.StripeEventTypes(ep.EventTypes)}})
-		case provider.Chargebee:
-			site := cmp.Or(ep.Site, e.devSites[ep.ID])
-			if ep.APIKey == "" || site == "" {
-				if ep.APIKey != "" {
-					e.log.Warn("chargebee endpoint has an api_key but no site: its events are not scanned", slog.String("endpoint", ep.ID))
-				}
-				continue
-			}
-			cl, err := chargebee.NewClient(chargebee.APIConfig{Site: site, APIKey: ep.APIKey, RatePerSecond: rc.ChargebeeRate}, e.log)
-			if err != nil {
-				return nil, fmt.Errorf("endpoint %q: %w", ep.ID, err)
-			}
-			sources = append(sources, reconciler.Source{Provider: provider.Chargebee, SourceAccount: ep.SourceAccount,
-				Environment: ep.Environment, Endpoint: ep, Identify: registry.Identifier(ep.Provider),
-				Events: reconciler.ChargebeeEvents{Client: cl}})
-		case provider.GitHub:
-			if ep.GitHubHook == nil {
-				continue
-			}
-			cl, err := github.NewClient(github.APIConfig{BaseURL: cmp.Or(e.cfg.GitHubAPIBase, e.githubBase), RatePerSecond: rc.GitHubRate},
-				*ep.GitHubHook, e.log)
-			if err != nil {
-				return nil, fmt.Errorf("endpoint %q: %w", ep.ID, err)
-			}
-			sources = append(sources, reconciler.Source{Provider: provider.GitHub, SourceAccount: ep.SourceAccount,
-				Environment: ep.Environment, Endpoint: ep, Hooks: reconciler.GitHubHook{Client: cl}})
+		conn := conns[ep.Provider]
+		if conn == nil {
+			continue
+		}
+		src, err := conn.Source(ep)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %q: %w", ep.ID, err)
+		}
+		if src != nil {
+			sources = append(sources, *src)
 		}
 	}
 	return sources, nil
 }
 
-func sourceListed(sources []reconciler.Source, ep *provider.Endpoint) bool {
+func sourceListed(sources []provider.Source, ep *provider.Endpoint) bool {
 	for _, s := range sources {
 		if s.Provider == ep.Provider && s.SourceAccount == ep.SourceAccount && s.Environment == ep.Environment {
 			return true

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,7 +36,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
 	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
-	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/registry"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
@@ -64,12 +66,12 @@ type env struct {
 	pool *pgxpool.Pool
 	reg  *prometheus.Registry
 
-	// accounts are the Stripe endpoints' API credentials, built once so the
+	// conns are the providers' API connections, built once so the
 	// processor and the reconciler of `hookyard dev` share each key's rate
 	// limiter and breaker.
-	accountsOnce sync.Once
-	accounts     *stripe.Accounts
-	accountsErr  error
+	connsOnce sync.Once
+	conns     map[string]provider.Connection
+	connsErr  error
 
 	// githubBase and devSites point the reconciler's GitHub and Chargebee
 	// sources at `hookyard dev`'s simulators (devSites by endpoint id) when
@@ -132,24 +134,48 @@ func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout})
 }
 
-// stripeAccounts are the API credentials of every Stripe endpoint: its own
-// api_key (else STRIPE_API_KEY) and stripe_account, with one client (rate
-// limiter, breaker) per distinct set of credentials. base is the same for
-// every endpoint of a process, so the first call's is kept.
-func (e *env) stripeAccounts(base string) (*stripe.Accounts, error) {
-	e.accountsOnce.Do(func() {
+// apiOptions are what the config says about each provider's API, by
+// provider name. Their config keys and environment variables carry the
+// provider's name (STRIPE_API_BASE, reconciler.stripe_rate), so this is
+// the one place that maps them; a provider with no keys of its own needs
+// no entry.
+func (e *env) apiOptions(stripeBase string) map[string]provider.APIOptions {
+	rc := e.cfg.Reconcile
+	return map[string]provider.APIOptions{
 		// One client per credentials, shared by the processor's fetches and
 		// the reconciler's reads in one process: one quota, one breaker. The
 		// reconciler's reads also wait on the smaller background bucket
 		// (reconciler.stripe_rate), so a round never takes the whole quota.
-		e.accounts, e.accountsErr = stripe.NewAccounts(stripe.APIConfig{BaseURL: base, BackgroundRate: e.cfg.Reconcile.StripeRate},
-			e.cfg.Endpoints, e.cfg.StripeAPIKey, e.log)
+		provider.Stripe:    {BaseURL: stripeBase, APIKey: e.cfg.StripeAPIKey, ReconcileRate: rc.StripeRate, Log: e.log},
+		provider.Chargebee: {EndpointBase: e.devSites, ReconcileRate: rc.ChargebeeRate, Log: e.log},
+		provider.GitHub:    {BaseURL: cmp.Or(e.cfg.GitHubAPIBase, e.githubBase), ReconcileRate: rc.GitHubRate, Log: e.log},
+	}
+}
+
+// connections are the API connections of every provider that has an API,
+// by name. stripeBase is the same for every endpoint of a process, so the
+// first call's is kept.
+func (e *env) connections(stripeBase string) (map[string]provider.Connection, error) {
+	e.connsOnce.Do(func() {
+		e.conns, e.connsErr = registry.Connect(e.cfg.Endpoints, e.apiOptions(stripeBase))
 	})
-	return e.accounts, e.accountsErr
+	return e.conns, e.connsErr
+}
+
+// fetchers are the processor's Fetchers: each provider whose connection
+// reads current state, by name.
+func fetchers(conns map[string]provider.Connection) map[string]provider.Fetcher {
+	out := map[string]provider.Fetcher{}
+	for name, c := range conns {
+		if f := c.Fetcher(); f != nil {
+			out[name] = f
+		}
+	}
+	return out
 }
 
 func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor, error) {
-	accts, err := e.stripeAccounts(stripeBase)
+	conns, err := e.connections(stripeBase)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +185,7 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
 		SessionTimeout: e.cfg.Processor.SessionTimeout, HeartbeatInterval: e.cfg.Processor.HeartbeatInterval,
 		RebalanceTimeout: e.cfg.Processor.RebalanceTimeout,
-		Fetchers:         map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Accounts: accts}}})
+		Fetchers:         fetchers(conns)})
 }
 
 // reconciler builds the reconciler. kafka reads the processors' group
@@ -172,6 +198,10 @@ func (e *env) reconciler(stripeBase string, interval time.Duration, kafka *kgo.C
 // newReconciler builds a reconciler whose metrics go to reg.
 func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kgo.Client, reg *prometheus.Registry) (*reconciler.Reconciler, error) {
 	sources, err := e.reconcileSources(stripeBase)
+	if err != nil {
+		return nil, err
+	}
+	conns, err := e.connections(stripeBase)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +225,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, Backfill: e.cfg.Reconcile.Backfill, PageSize: e.cfg.Reconcile.PageSize,
 		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: reg, Progress: progress,
 		// The processor has an API client for these (e.processor's Fetchers).
-		FetchProviders: []string{provider.Stripe}}), nil
+		FetchProviders: slices.Sorted(maps.Keys(fetchers(conns)))}), nil
 }
 
 // effects builds the external-effects sender. Without a receipt URL it

@@ -157,7 +157,7 @@ func (p *Pipeline) goRun(run func(context.Context) error) {
 // ProcessorConfig is the config StartProcessor uses before adjust.
 func (p *Pipeline) ProcessorConfig(id string) processor.Config {
 	cfg := processor.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, Group: p.Kafka.Group, InstanceID: id,
-		Endpoints: p.Endpoints, Fetchers: map[string]processor.Fetcher{provider.Stripe: processor.StripeFetcher{Client: p.Stripe}},
+		Endpoints: p.Endpoints, Fetchers: map[string]provider.Fetcher{provider.Stripe: stripe.Fetcher{Client: p.Stripe}},
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
 		RevokeGrace: 2 * time.Second}
 	if p.opts.Processor != nil {

@@ -53,14 +53,14 @@ func (s *scripted) set(status string, err error) {
 	s.status, s.err = status, err
 }
 
-func (s *scripted) Fetch(_ context.Context, r message.Resource) (processor.Fetched, error) {
+func (s *scripted) Fetch(_ context.Context, r message.Resource) (provider.Fetched, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return processor.Fetched{}, s.err
+		return provider.Fetched{}, s.err
 	}
 	state, _ := json.Marshal(map[string]string{"id": r.ID, "status": s.status})
-	return processor.Fetched{State: state, Status: s.status}, nil
+	return provider.Fetched{State: state, Status: s.status}, nil
 }
 
 type lister []string
@@ -129,7 +129,7 @@ func TestExplainShowsOneResourceStoryInOrder(t *testing.T) {
 			{ID: epHint, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test", Secrets: []string{secret}, Paths: paths},
 		},
 		Processor: func(c *processor.Config) {
-			c.Fetchers = map[string]processor.Fetcher{provider.StandardWebhooks: fetch}
+			c.Fetchers = map[string]provider.Fetcher{provider.StandardWebhooks: fetch}
 			// A failed fetch stays parked for the rest of the test.
 			c.BackoffBase, c.BackoffMax = time.Hour, time.Hour
 		},
@@ -151,7 +151,7 @@ func TestExplainShowsOneResourceStoryInOrder(t *testing.T) {
 
 	fetch.set("canceled", nil)
 	rec := reconciler.New(p.Pool, p.Log, reconciler.Config{StaleAfter: time.Nanosecond, Registerer: prometheus.NewRegistry(),
-		Sources: []reconciler.Source{{Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test",
+		Sources: []provider.Source{{Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test",
 			ResourceType: "subscription", Lister: lister{subID}}}})
 	n, err := rec.RunOnce(ctx)
 	require.NoError(t, err)

@@ -1,10 +1,15 @@
-// Package registry maps provider names to their adapters. It lives apart from
-// package provider because the adapters import provider.
+// Package registry is the one list of hookyard's providers. Adding a
+// provider is one new folder under pkg/provider and one line in all below;
+// every service finds what a provider can do here, by name, and must never
+// name a provider itself. It lives apart from package provider because the
+// adapters import provider.
 package registry
 
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
@@ -13,33 +18,121 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
+// all is every provider, once, in the order config errors list them.
+var all = []provider.Provider{
+	stripe.Provider{},
+	chargebee.Provider{},
+	github.Provider{},
+	standardwebhooks.Provider{},
+}
+
 // ErrUnknownProvider is returned for a name no adapter handles.
 var ErrUnknownProvider = errors.New("unknown provider")
 
-// Verifier returns the adapter for providerName, one of the provider.* names.
-func Verifier(providerName string) (provider.Verifier, error) {
-	switch providerName {
-	case provider.Stripe:
-		return stripe.Verifier{}, nil
-	case provider.Chargebee:
-		return chargebee.Verifier{}, nil
-	case provider.GitHub:
-		return github.Verifier{}, nil
-	case provider.StandardWebhooks:
-		return standardwebhooks.Verifier{}, nil
+// All returns every provider, in registry order.
+func All() []provider.Provider { return slices.Clone(all) }
+
+// Names returns every provider's name, in registry order.
+func Names() []string {
+	names := make([]string, len(all))
+	for i, p := range all {
+		names[i] = p.Name()
 	}
-	return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, providerName)
+	return names
+}
+
+// Lookup returns the provider named name.
+func Lookup(name string) (provider.Provider, error) {
+	for _, p := range all {
+		if p.Name() == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, name)
+}
+
+// Verifier returns the adapter that verifies providerName's deliveries.
+func Verifier(providerName string) (provider.Verifier, error) {
+	p, err := Lookup(providerName)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Identifier returns the identity reader of providerName for events its
-// API lists (Stripe, Chargebee); nil for a provider whose API lists no
-// events.
+// API lists; nil for a provider whose API lists no events.
 func Identifier(providerName string) provider.Identifier {
-	switch providerName {
-	case provider.Stripe:
-		return stripe.Verifier{}
-	case provider.Chargebee:
-		return chargebee.Verifier{}
+	p, _ := Lookup(providerName)
+	id, _ := p.(provider.Identifier)
+	return id
+}
+
+// Interpreter returns providerName's interpreter; nil for a name no
+// adapter handles.
+func Interpreter(providerName string) provider.Interpreter {
+	p, _ := Lookup(providerName)
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
+// CheckEndpoint returns every problem of ep that depends on its provider:
+// a provider no adapter handles, a provider-specific key (provider.
+// ProviderKeys) its provider does not read, and what the provider's own
+// EndpointChecker finds. Each error's text starts with the key at fault,
+// e.g. `site is only read for chargebee endpoints`.
+func CheckEndpoint(ep *provider.Endpoint) []error {
+	p, err := Lookup(ep.Provider)
+	if err != nil {
+		return []error{fmt.Errorf("provider %q is not one of %s", ep.Provider, strings.Join(Names(), ", "))}
+	}
+	var errs []error
+	for _, k := range provider.ProviderKeys(ep) {
+		if k.Set && !slices.Contains(keysOf(p), k.Key) {
+			errs = append(errs, fmt.Errorf("%s is only read for %s endpoints", k.Key, strings.Join(readers(k.Key), " and ")))
+		}
+	}
+	if c, ok := p.(provider.EndpointChecker); ok {
+		errs = append(errs, c.CheckEndpoint(ep)...)
+	}
+	return errs
+}
+
+func keysOf(p provider.Provider) []string {
+	if c, ok := p.(provider.EndpointChecker); ok {
+		return c.EndpointKeys()
 	}
 	return nil
+}
+
+// readers are the names of the providers that read key.
+func readers(key string) []string {
+	var names []string
+	for _, p := range all {
+		if slices.Contains(keysOf(p), key) {
+			names = append(names, p.Name())
+		}
+	}
+	return names
+}
+
+// Connect builds the API connection of every provider that has an API
+// (provider.Connector), by name, each with its options from opts (by
+// name; a provider without an entry gets the zero APIOptions).
+func Connect(eps []provider.Endpoint, opts map[string]provider.APIOptions) (map[string]provider.Connection, error) {
+	conns := map[string]provider.Connection{}
+	for _, p := range all {
+		c, ok := p.(provider.Connector)
+		if !ok {
+			continue
+		}
+		conn, err := c.Connect(eps, opts[p.Name()])
+		if err != nil {
+			return nil, err
+		}
+		conns[p.Name()] = conn
+	}
+	return conns, nil
 }

@@ -15,10 +15,10 @@ import (
 func TestVerifier(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]provider.Verifier{
-		provider.Stripe:           stripe.Verifier{},
-		provider.Chargebee:        chargebee.Verifier{},
-		provider.GitHub:           github.Verifier{},
-		provider.StandardWebhooks: standardwebhooks.Verifier{},
+		provider.Stripe:           stripe.Provider{},
+		provider.Chargebee:        chargebee.Provider{},
+		provider.GitHub:           github.Provider{},
+		provider.StandardWebhooks: standardwebhooks.Provider{},
 	} {
 		got, err := Verifier(name)
 		require.NoError(t, err, name)

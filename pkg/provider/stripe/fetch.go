@@ -1,4 +1,4 @@
-package processor
+package stripe
 
 import (
 	"context"
@@ -8,10 +8,9 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/stripe"
 )
 
-// StripeFetcher reads current Stripe state with the credentials of the
+// Fetcher reads current Stripe state with the credentials of the
 // resource's own endpoint: its source account and environment choose the API
 // key (and the Stripe-Account to act for), so that account B's projection is
 // never fetched with account A's key.
@@ -21,46 +20,46 @@ import (
 // unexplained and must never become "canceled". A deleted object that Stripe
 // reports as such ({"deleted": true}) becomes a tombstone. An object whose
 // livemode is not the resource's environment is an error too, never a write.
-type StripeFetcher struct {
+type Fetcher struct {
 	// Accounts holds each Stripe endpoint's credentials. A resource of an
 	// account and environment it does not know fails; it is never read with
 	// another endpoint's key.
-	Accounts *stripe.Accounts
+	Accounts *Accounts
 	// Client reads every resource, acting for the key's own account, when
 	// Accounts is nil: one Stripe account, one key.
-	Client *stripe.Client
+	Client *Client
 }
 
 // errNoCredentials: no Stripe endpoint names the resource's account and
 // environment.
 var errNoCredentials = errors.New("no Stripe API credentials for this source account and environment")
 
-// Fetch implements Fetcher.
-func (f StripeFetcher) Fetch(ctx context.Context, r message.Resource) (Fetched, error) {
+// Fetch implements provider.Fetcher.
+func (f Fetcher) Fetch(ctx context.Context, r message.Resource) (provider.Fetched, error) {
 	cl, stripeAccount := f.Client, ""
 	if f.Accounts != nil {
 		a, ok := f.Accounts.For(r.SourceAccount, r.Environment)
 		if !ok {
-			return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w (%s/%s)", r.Type, r.ID, errNoCredentials, r.SourceAccount, r.Environment)
+			return provider.Fetched{}, fmt.Errorf("fetch stripe %s %s: %w (%s/%s)", r.Type, r.ID, errNoCredentials, r.SourceAccount, r.Environment)
 		}
 		cl, stripeAccount = a.Client, a.StripeAccount
 	}
 	// The client refuses objects of its own mode's opposite; this makes sure
 	// its mode is the resource's environment, whoever built it.
 	if cl.Live() != provider.IsLive(r.Environment) {
-		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: the client reads live=%t data, the environment is %q",
-			r.Type, r.ID, stripe.ErrLivemodeMismatch, cl.Live(), r.Environment)
+		return provider.Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: the client reads live=%t data, the environment is %q",
+			r.Type, r.ID, ErrLivemodeMismatch, cl.Live(), r.Environment)
 	}
 	body, err := cl.Get(ctx, stripeAccount, r.Type, r.ID)
-	if errors.Is(err, stripe.ErrNotFound) {
-		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotFound, err)
+	if errors.Is(err, ErrNotFound) {
+		return provider.Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, provider.ErrNotFound, err)
 	}
-	if errors.Is(err, stripe.ErrUnavailable) || errors.Is(err, stripe.ErrLimited) {
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLimited) {
 		// The breaker or the limiter kept the request from Stripe.
-		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, ErrNotAttempted, err)
+		return provider.Fetched{}, fmt.Errorf("fetch stripe %s %s: %w: %w", r.Type, r.ID, provider.ErrNotAttempted, err)
 	}
 	if err != nil {
-		return Fetched{}, fmt.Errorf("fetch stripe %s %s: %w", r.Type, r.ID, err)
+		return provider.Fetched{}, fmt.Errorf("fetch stripe %s %s: %w", r.Type, r.ID, err)
 	}
 	var s struct {
 		ID      string `json:"id"`
@@ -68,7 +67,7 @@ func (f StripeFetcher) Fetch(ctx context.Context, r message.Resource) (Fetched, 
 		Deleted bool   `json:"deleted"`
 	}
 	if err := json.Unmarshal(body, &s); err != nil || s.ID != r.ID {
-		return Fetched{}, fmt.Errorf("fetch stripe %s %s: unexpected response", r.Type, r.ID)
+		return provider.Fetched{}, fmt.Errorf("fetch stripe %s %s: unexpected response", r.Type, r.ID)
 	}
-	return Fetched{State: body, Status: s.Status, Deleted: s.Deleted}, nil
+	return provider.Fetched{State: body, Status: s.Status, Deleted: s.Deleted}, nil
 }

@@ -1,0 +1,65 @@
+package chargebee
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+// Provider is Chargebee's adapter for package registry: Verifier's Verify
+// and Identify, Interpret, and the API (Connect) and endpoint checks
+// (CheckEndpoint) capabilities.
+type Provider struct{ Verifier }
+
+// Name implements provider.Provider.
+func (Provider) Name() string { return provider.Chargebee }
+
+// EndpointKeys implements provider.EndpointChecker.
+func (Provider) EndpointKeys() []string { return []string{"site", "api_key"} }
+
+// CheckEndpoint implements provider.EndpointChecker: every secret is
+// "username:password" (an empty one the config reports on its own).
+func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
+	var errs []error
+	for j, s := range ep.Secrets {
+		if s == "" || s == ":" {
+			continue
+		}
+		if user, pass, hasColon := strings.Cut(s, ":"); !hasColon || user == "" || pass == "" {
+			errs = append(errs, fmt.Errorf("secrets[%d] must be \"username:password\" with both parts set (is a variable unset?)", j))
+		}
+	}
+	return errs
+}
+
+// Connect implements provider.Connector. The processor reads nothing from
+// Chargebee (its events carry versioned snapshots); the reconciler scans
+// the events of each endpoint with an api_key and a site (else
+// opts.EndpointBase's, `hookyard dev`'s simulator), at
+// opts.ReconcileRate (reconciler.chargebee_rate).
+func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
+	return connection{opts: opts}, nil
+}
+
+type connection struct{ opts provider.APIOptions }
+
+func (connection) Fetcher() provider.Fetcher { return nil }
+
+func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
+	site := cmp.Or(ep.Site, c.opts.EndpointBase[ep.ID])
+	if ep.APIKey == "" || site == "" {
+		if ep.APIKey != "" && c.opts.Log != nil {
+			c.opts.Log.Warn("chargebee endpoint has an api_key but no site: its events are not scanned", slog.String("endpoint", ep.ID))
+		}
+		return nil, nil
+	}
+	cl, err := NewClient(APIConfig{Site: site, APIKey: ep.APIKey, RatePerSecond: c.opts.ReconcileRate}, c.opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	return &provider.Source{Provider: provider.Chargebee, SourceAccount: ep.SourceAccount,
+		Environment: ep.Environment, Endpoint: ep, Identify: Verifier{}, Events: Events{Client: cl}}, nil
+}

@@ -1,0 +1,66 @@
+package github
+
+import (
+	"fmt"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+// Provider is GitHub's adapter for package registry: Verifier's Verify,
+// Interpret, and the API (Connect) and endpoint checks (CheckEndpoint)
+// capabilities.
+type Provider struct{ Verifier }
+
+// Name implements provider.Provider.
+func (Provider) Name() string { return provider.GitHub }
+
+// Interpret implements provider.Interpreter: GitHub events are recorded;
+// none of them is projected.
+func (Provider) Interpret(provider.StoredEvent, *provider.Endpoint) (provider.Plan, error) {
+	return provider.Plan{}, nil
+}
+
+// EndpointKeys implements provider.EndpointChecker.
+func (Provider) EndpointKeys() []string { return []string{"github_hook"} }
+
+// CheckEndpoint implements provider.EndpointChecker: github_hook names one
+// hook, and an App's key parses.
+func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
+	if ep.GitHubHook == nil {
+		return nil
+	}
+	if _, err := HookPath(*ep.GitHubHook); err != nil {
+		return []error{fmt.Errorf("github_hook: %w", err)}
+	}
+	if ep.GitHubHook.AppID != "" {
+		if _, err := ParseAppKey(ep.GitHubHook.PrivateKey); err != nil {
+			return []error{fmt.Errorf("github_hook: %w", err)}
+		}
+	}
+	return nil
+}
+
+// Connect implements provider.Connector. The processor reads nothing from
+// GitHub; the reconciler walks the deliveries of each endpoint's
+// github_hook at opts.BaseURL (GITHUB_API_BASE, else GitHub's), at
+// opts.ReconcileRate (reconciler.github_rate), and asks again for the
+// failed ones.
+func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
+	return connection{opts: opts}, nil
+}
+
+type connection struct{ opts provider.APIOptions }
+
+func (connection) Fetcher() provider.Fetcher { return nil }
+
+func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
+	if ep.GitHubHook == nil {
+		return nil, nil
+	}
+	cl, err := NewClient(APIConfig{BaseURL: c.opts.BaseURL, RatePerSecond: c.opts.ReconcileRate}, *ep.GitHubHook, c.opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	return &provider.Source{Provider: provider.GitHub, SourceAccount: ep.SourceAccount,
+		Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}}, nil
+}

@@ -1,0 +1,70 @@
+package provider
+
+// StoredEvent is an event as the inbox keeps it: what the receiver read
+// from a verified delivery (or the reconciler from a listed event), read
+// back by the processor. Its provider, account and environment are the
+// endpoint's and are not repeated here.
+type StoredEvent struct {
+	// EventType is the provider's event type.
+	EventType string
+	// ResourceType and ResourceID name the resource the event is about;
+	// empty when it is about none we track.
+	ResourceType string
+	ResourceID   string
+	// Version is the resource's version when the provider sent one.
+	Version *int64
+	// Payload is the event's body as JSON.
+	Payload []byte
+}
+
+// Interpreter reads what a stored event asks of the processor. It must be
+// a pure function of the event and the endpoint: the processor calls it
+// again for every retry and replay of the event and expects the same Plan.
+type Interpreter interface {
+	// Interpret returns the event's Plan. ep is the endpoint the event came
+	// in through, nil when the config no longer names it. An event that can
+	// never be read returns an error wrapping ErrMalformed: the processor
+	// kills it at once (kept for inspection) instead of retrying it.
+	Interpret(ev StoredEvent, ep *Endpoint) (Plan, error)
+}
+
+// Plan is what one event asks for. The zero Plan asks for nothing: the
+// event is recorded and marked processed.
+type Plan struct {
+	// Snapshot is a versioned state to apply; nil when the event carries
+	// none.
+	Snapshot *Snapshot
+	// Fetch asks for the resource's current state from the provider (the
+	// event is a hint): the processor calls the provider's Fetcher.
+	Fetch bool
+	// Facts are recorded by their own identity, whatever the resource's
+	// state (an invoice paid).
+	Facts []Fact
+	// Actions are external effects to record under a stable key.
+	Actions []Action
+}
+
+// Snapshot is a resource's state at a version.
+type Snapshot struct {
+	Version int64
+	// State is the resource as JSON.
+	State []byte
+	// Status is the resource's status as the provider names it.
+	Status string
+	// Deleted marks a deletion: the projection keeps a tombstone.
+	Deleted bool
+}
+
+// Fact is something that happened, recorded under (Type, ID), e.g. an
+// invoice paid.
+type Fact struct {
+	Type, ID string
+	// Data is the fact's document as JSON.
+	Data []byte
+}
+
+// Action is an external effect of kind Kind about Subject (e.g. a receipt
+// for an invoice), recorded under the stable key (account, Subject, Kind).
+type Action struct {
+	Subject, Kind string
+}

@@ -1,0 +1,66 @@
+package stripe
+
+import (
+	"fmt"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+// Provider is Stripe's adapter for package registry: Verifier's Verify and
+// Identify, Interpret, and the API (Connect) and endpoint checks
+// (CheckEndpoint) capabilities.
+type Provider struct{ Verifier }
+
+// Name implements provider.Provider.
+func (Provider) Name() string { return provider.Stripe }
+
+// EndpointKeys implements provider.EndpointChecker.
+func (Provider) EndpointKeys() []string { return []string{"api_key", "stripe_account"} }
+
+// CheckEndpoint implements provider.EndpointChecker.
+func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
+	var errs []error
+	if ep.StripeAccount != "" && ep.StripeAccount != ep.SourceAccount {
+		// The receiver accepts a Connect event only when its "account" is
+		// the endpoint's source account; reading another account's API
+		// would project data whose events this endpoint refuses.
+		errs = append(errs, fmt.Errorf("stripe_account %q must equal source_account %q", ep.StripeAccount, ep.SourceAccount))
+	}
+	if err := CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
+		// A live key on a test endpoint would fetch live objects into the
+		// test environment's projections (the processor refuses them, but
+		// every event would die); say so at start.
+		errs = append(errs, fmt.Errorf("api_key %w (environment %q)", err, ep.Environment))
+	}
+	return errs
+}
+
+// Connect implements provider.Connector: one Client per distinct set of
+// credentials of the Stripe endpoints (Accounts), at opts.BaseURL, each
+// endpoint's api_key else opts.APIKey (STRIPE_API_KEY), the reconciler's
+// reads inside opts.ReconcileRate (reconciler.stripe_rate).
+func (Provider) Connect(eps []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
+	accts, err := NewAccounts(APIConfig{BaseURL: opts.BaseURL, BackgroundRate: opts.ReconcileRate}, eps, opts.APIKey, opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	return connection{accts: accts}, nil
+}
+
+type connection struct{ accts *Accounts }
+
+// Fetcher reads every Stripe resource with its own endpoint's credentials.
+func (c connection) Fetcher() provider.Fetcher { return Fetcher{Accounts: c.accts} }
+
+// Source lists the endpoint's subscriptions (status=all) and scans its
+// events, with its account's credentials; nil when it has none.
+func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
+	a, ok := c.accts.For(ep.SourceAccount, ep.Environment)
+	if !ok {
+		return nil, nil
+	}
+	return &provider.Source{Provider: provider.Stripe, SourceAccount: ep.SourceAccount,
+		Environment: ep.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,
+		Terminal: SubscriptionTerminal, Endpoint: ep, Identify: Verifier{},
+		Events: Events{Client: a.Client, Account: a.StripeAccount, Types: EventTypes(ep.EventTypes)}}, nil
+}

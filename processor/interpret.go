@@ -1,0 +1,19 @@
+package processor
+
+import (
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/registry"
+)
+
+// interpret reads an inbox row into a plan with its provider's
+// Interpreter. Provider, account and environment are the row's, which came
+// from the endpoint. A provider no adapter handles asks for nothing: the
+// event is recorded.
+func interpret(row *inboxRow, ep *provider.Endpoint) (provider.Plan, error) {
+	in := registry.Interpreter(row.provider)
+	if in == nil {
+		return provider.Plan{}, nil
+	}
+	return in.Interpret(provider.StoredEvent{EventType: row.eventType, ResourceType: row.resourceType,
+		ResourceID: row.resourceID, Version: row.version, Payload: row.payload}, ep)
+}
