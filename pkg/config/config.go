@@ -17,8 +17,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/github"
-	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/registry"
 )
 
 // Defaults of the environment.
@@ -326,11 +325,6 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("config: %s.id %q is defined twice", where, ep.ID))
 		}
 		seen[ep.ID] = true
-		switch ep.Provider {
-		case provider.Stripe, provider.Chargebee, provider.GitHub, provider.StandardWebhooks:
-		default:
-			errs = append(errs, fmt.Errorf("config: %s.provider %q is not one of stripe, chargebee, github, standard-webhooks", where, ep.Provider))
-		}
 		if ep.SourceAccount == "" {
 			errs = append(errs, fmt.Errorf("config: %s.source_account is required", where))
 		}
@@ -341,50 +335,15 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("config: %s.secrets needs at least one secret", where))
 		}
 		for j, s := range ep.Secrets {
-			user, pass, hasColon := strings.Cut(s, ":")
-			switch {
-			case s == "" || s == ":":
+			if s == "" || s == ":" {
 				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] is empty (is its environment variable set?)", where, j))
-			case ep.Provider == provider.Chargebee && (!hasColon || user == "" || pass == ""):
-				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] must be \"username:password\" with both parts set (is a variable unset?)", where, j))
 			}
 		}
-		if ep.Site != "" && ep.Provider != provider.Chargebee {
-			errs = append(errs, fmt.Errorf("config: %s.site is only read for chargebee endpoints", where))
-		}
-		if ep.GitHubHook != nil {
-			if ep.Provider != provider.GitHub {
-				errs = append(errs, fmt.Errorf("config: %s.github_hook is only read for github endpoints", where))
-			} else if _, err := github.HookPath(*ep.GitHubHook); err != nil {
-				errs = append(errs, fmt.Errorf("config: %s.github_hook: %w", where, err))
-			} else if ep.GitHubHook.AppID != "" {
-				if _, err := github.ParseAppKey(ep.GitHubHook.PrivateKey); err != nil {
-					errs = append(errs, fmt.Errorf("config: %s.github_hook: %w", where, err))
-				}
-			}
-		}
-		if ep.Provider != provider.Stripe {
-			// Only Stripe and Chargebee endpoints have an API client;
-			// credentials elsewhere would be silently unused.
-			if ep.APIKey != "" && ep.Provider != provider.Chargebee {
-				errs = append(errs, fmt.Errorf("config: %s.api_key is only read for stripe and chargebee endpoints", where))
-			}
-			if ep.StripeAccount != "" {
-				errs = append(errs, fmt.Errorf("config: %s.stripe_account is only read for stripe endpoints", where))
-			}
-		} else if ep.StripeAccount != "" && ep.StripeAccount != ep.SourceAccount {
-			// The receiver accepts a Connect event only when its "account" is
-			// the endpoint's source account; reading another account's API
-			// would project data whose events this endpoint refuses.
-			errs = append(errs, fmt.Errorf("config: %s.stripe_account %q must equal source_account %q", where, ep.StripeAccount, ep.SourceAccount))
-		}
-		if ep.Provider == provider.Stripe {
-			if err := stripe.CheckKeyMode(ep.APIKey, ep.Live()); err != nil {
-				// A live key on a test endpoint would fetch live objects into the
-				// test environment's projections (the processor refuses them, but
-				// every event would die); say so at start.
-				errs = append(errs, fmt.Errorf("config: %s.api_key %w (environment %q)", where, err, ep.Environment))
-			}
+		// The provider's name, the keys only some providers read, and what
+		// the provider checks itself (a Chargebee secret's shape, a GitHub
+		// hook, a Stripe key's mode).
+		for _, err := range registry.CheckEndpoint(&ep) {
+			errs = append(errs, fmt.Errorf("config: %s.%w", where, err))
 		}
 	}
 	if c.Relay.BatchSize < 0 || c.Relay.InFlight < 0 || c.Relay.PollInterval < 0 || c.Relay.ProduceTimeout < 0 {

@@ -84,11 +84,11 @@ func Interpreter(providerName string) provider.Interpreter {
 // EndpointChecker finds. Each error's text starts with the key at fault,
 // e.g. `site is only read for chargebee endpoints`.
 func CheckEndpoint(ep *provider.Endpoint) []error {
+	var errs []error
 	p, err := Lookup(ep.Provider)
 	if err != nil {
-		return []error{fmt.Errorf("provider %q is not one of %s", ep.Provider, strings.Join(Names(), ", "))}
+		errs = append(errs, fmt.Errorf("provider %q is not one of %s", ep.Provider, strings.Join(Names(), ", ")))
 	}
-	var errs []error
 	for _, k := range provider.ProviderKeys(ep) {
 		if k.Set && !slices.Contains(keysOf(p), k.Key) {
 			errs = append(errs, fmt.Errorf("%s is only read for %s endpoints", k.Key, strings.Join(readers(k.Key), " and ")))
@@ -100,6 +100,7 @@ func CheckEndpoint(ep *provider.Endpoint) []error {
 	return errs
 }
 
+// keysOf are the provider-specific keys p reads; none for nil.
 func keysOf(p provider.Provider) []string {
 	if c, ok := p.(provider.EndpointChecker); ok {
 		return c.EndpointKeys()
