@@ -220,7 +220,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		g.Go(func() error {
 			// The database's clock, not ours: observations of several
 			// processes are compared by it. Read with no transaction open,
-			// before the call, so it is never later than what Stripe saw.
+			// before the call, so it is never later than what the provider saw.
 			if err := w.p.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&fr.at); err != nil {
 				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", provider.ErrNotAttempted, err)
 				return nil

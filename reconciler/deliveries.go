@@ -32,7 +32,7 @@ const receivedSQL = `
 SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4)`
 
 // redeliverLost walks the hook's deliveries back to the checkpoint's high
-// water minus the overlap and asks GitHub to redeliver each event none of
+// water minus the overlap and asks the provider to redeliver each event none of
 // whose deliveries got a 2xx and that the inbox does not hold.
 func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *SourceReport) error {
 	lr := rep.listing(ListingDeliveries)

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,10 +33,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/opsapi"
 	"github.com/hookyard/hookyard/pkg/opsmetrics"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
-	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
-	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
@@ -73,11 +69,11 @@ type env struct {
 	conns     map[string]provider.Connection
 	connsErr  error
 
-	// githubBase and devSites point the reconciler's GitHub and Chargebee
-	// sources at `hookyard dev`'s simulators (devSites by endpoint id) when
-	// GITHUB_API_BASE or an endpoint's site is unset.
-	githubBase string
-	devSites   map[string]string
+	// devBases (by provider name) and devSites (by endpoint id) point
+	// the providers' API clients at `hookyard dev`'s simulators when
+	// STRIPE_API_BASE, GITHUB_API_BASE or an endpoint's site is unset.
+	devBases map[string]string
+	devSites map[string]string
 }
 
 func newRegistry() *prometheus.Registry {
@@ -148,7 +144,7 @@ func (e *env) apiOptions(stripeBase string) map[string]provider.APIOptions {
 		// (reconciler.stripe_rate), so a round never takes the whole quota.
 		provider.Stripe:    {BaseURL: stripeBase, APIKey: e.cfg.StripeAPIKey, ReconcileRate: rc.StripeRate, Log: e.log},
 		provider.Chargebee: {EndpointBase: e.devSites, ReconcileRate: rc.ChargebeeRate, Log: e.log},
-		provider.GitHub:    {BaseURL: cmp.Or(e.cfg.GitHubAPIBase, e.githubBase), ReconcileRate: rc.GitHubRate, Log: e.log},
+		provider.GitHub:    {BaseURL: cmp.Or(e.cfg.GitHubAPIBase, e.devBases[provider.GitHub]), ReconcileRate: rc.GitHubRate, Log: e.log},
 	}
 }
 
@@ -341,57 +337,38 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 }
 
 // startSimulators serves, on simAddr, a simulator for each provider API dev
-// has no real address for: Stripe at / (unless STRIPE_API_BASE is set),
-// the GitHub hook of the first GitHub endpoint that names one at /github
-// (unless GITHUB_API_BASE is set), the Chargebee site of the first
-// Chargebee endpoint with an api_key and no site at /chargebee. It returns
-// the Stripe API base to use.
+// has no real address for (provider.DevSimulator): Stripe at / (unless
+// STRIPE_API_BASE is set), the GitHub hook of the first GitHub endpoint that
+// names one at /github (unless GITHUB_API_BASE is set), the Chargebee site
+// of the first Chargebee endpoint with an api_key and no site at
+// /chargebee. It returns the Stripe API base to use.
 func (e *env) startSimulators(ctx context.Context, g *errgroup.Group, simAddr string) (string, error) {
 	stripeBase := e.cfg.StripeAPIBase
 	mux := http.NewServeMux()
-	served := false
-	var stripeEP, githubEP, chargebeeEP *provider.Endpoint
-	for i := range e.cfg.Endpoints {
-		ep := &e.cfg.Endpoints[i]
-		switch {
-		case ep.Provider == provider.Stripe && stripeEP == nil && len(ep.Secrets) > 0:
-			stripeEP = ep
-		case ep.Provider == provider.GitHub && githubEP == nil && ep.GitHubHook != nil && len(ep.Secrets) > 0:
-			githubEP = ep
-		case ep.Provider == provider.Chargebee && chargebeeEP == nil && ep.APIKey != "" && ep.Site == "" && len(ep.Secrets) > 0:
-			chargebeeEP = ep
+	opts := e.apiOptions(stripeBase)
+	e.devBases, e.devSites = map[string]string{}, map[string]string{}
+	type served struct {
+		name string
+		sim  *provider.Simulation
+	}
+	var sims []served
+	for _, p := range registry.All() {
+		dev := registry.Simulator(p.Name())
+		if dev == nil || opts[p.Name()].BaseURL != "" {
+			continue
 		}
-	}
-	if stripeBase == "" {
-		var secret, key string
-		if stripeEP != nil {
-			secret, key = stripeEP.Secrets[0], cmp.Or(stripeEP.APIKey, e.cfg.StripeAPIKey)
+		sim := dev.Simulate(e.cfg.Endpoints, provider.DevOptions{WebhookBase: "http://" + e.cfg.HTTPAddr, APIKey: opts[p.Name()].APIKey})
+		if sim == nil {
+			continue
 		}
-		sim := stripesim.New(stripesim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/stripe-dev", WebhookSecret: secret})
-		if key != "" {
-			// The simulator stands in for the Stripe endpoint's account: it
-			// accepts the key the endpoint reads with (the dev default, or
-			// STRIPE_API_KEY when set).
-			sim.AddKey(key, stripesim.DevAccount)
+		if sim.Root {
+			mux.Handle("/", sim.Handler)
+		} else {
+			mux.Handle("/"+p.Name()+"/", http.StripPrefix("/"+p.Name(), sim.Handler))
 		}
-		mux.Handle("/", sim)
-		served = true
+		sims = append(sims, served{p.Name(), sim})
 	}
-	if githubEP != nil && e.cfg.GitHubAPIBase == "" {
-		h := githubEP.GitHubHook
-		sim := githubsim.New(githubsim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/" + githubEP.ID,
-			Secret: githubEP.Secrets[0], Repo: h.Repo, Org: h.Org, HookID: h.HookID, Token: h.Token, AppID: h.AppID, AppKey: h.PrivateKey})
-		mux.Handle("/github/", http.StripPrefix("/github", sim))
-		served = true
-	}
-	if chargebeeEP != nil {
-		user, pass, _ := strings.Cut(chargebeeEP.Secrets[0], ":")
-		sim := chargebeesim.New(chargebeesim.Config{WebhookURL: "http://" + e.cfg.HTTPAddr + "/webhooks/" + chargebeeEP.ID,
-			Username: user, Password: pass, APIKey: chargebeeEP.APIKey})
-		mux.Handle("/chargebee/", http.StripPrefix("/chargebee", sim))
-		served = true
-	}
-	if !served {
+	if len(sims) == 0 {
 		return stripeBase, nil
 	}
 	ln, err := net.Listen("tcp", simAddr)
@@ -399,24 +376,29 @@ func (e *env) startSimulators(ctx context.Context, g *errgroup.Group, simAddr st
 		return "", fmt.Errorf("start provider simulators on %s: %w", simAddr, err)
 	}
 	base := "http://" + ln.Addr().String()
-	if stripeBase == "" {
-		stripeBase = base
-	}
-	if githubEP != nil && e.cfg.GitHubAPIBase == "" {
-		e.githubBase = base + "/github"
-	}
-	if chargebeeEP != nil {
-		e.devSites = map[string]string{chargebeeEP.ID: base + "/chargebee"}
+	logAttrs := []any{slog.String("addr", base)}
+	for _, sv := range sims {
+		simBase := base
+		if !sv.sim.Root {
+			simBase += "/" + sv.name
+			logAttrs = append(logAttrs, slog.Bool(sv.name, true))
+		}
+		if sv.sim.Endpoints == nil {
+			e.devBases[sv.name] = simBase
+			continue
+		}
+		for _, id := range sv.sim.Endpoints {
+			e.devSites[id] = simBase
+		}
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error { <-ctx.Done(); return srv.Close() })
 	g.Go(func() error {
-		e.log.InfoContext(ctx, "provider simulators", slog.String("addr", base),
-			slog.Bool("github", e.githubBase != ""), slog.Bool("chargebee", len(e.devSites) > 0))
+		e.log.InfoContext(ctx, "provider simulators", logAttrs...)
 		if err := srv.Serve(ln); err != http.ErrServerClosed {
 			return err
 		}
 		return nil
 	})
-	return stripeBase, nil
+	return cmp.Or(stripeBase, e.devBases[provider.Stripe]), nil
 }

@@ -1,6 +1,9 @@
 package provider
 
-import "log/slog"
+import (
+	"log/slog"
+	"net/http"
+)
 
 // Provider is one provider's adapter: everything hookyard needs to take its
 // webhooks in. Verify reads a delivery, Interpret says what the stored event
@@ -91,4 +94,39 @@ func ProviderKeys(ep *Endpoint) []KeySet {
 type KeySet struct {
 	Key string
 	Set bool
+}
+
+// DevSimulator is the capability of standing in for a provider's API in
+// `hookyard dev`. It lives in the provider's simulator package (which
+// imports the provider to sign its webhooks), so the registry pairs it with
+// its Provider.
+type DevSimulator interface {
+	// Simulate returns a simulator of the API for eps (the whole config's
+	// endpoints: it picks its provider's), or nil when none of them needs
+	// one. It is only called when the process has no API root of its own
+	// for the provider (APIOptions.BaseURL).
+	Simulate(eps []Endpoint, opts DevOptions) *Simulation
+}
+
+// DevOptions are what a simulator needs to know about the process.
+type DevOptions struct {
+	// WebhookBase is the receiver's root, e.g. "http://127.0.0.1:8080":
+	// the simulator delivers to WebhookBase + "/webhooks/" + endpoint id.
+	WebhookBase string
+	// APIKey is the key of endpoints that name none (APIOptions.APIKey).
+	APIKey string
+}
+
+// Simulation is one provider's API simulator, served beside the others on
+// the dev simulator address.
+type Simulation struct {
+	Handler http.Handler
+	// Root serves Handler at "/" rather than under "/<provider name>/":
+	// for an API whose base URL can have no path (Stripe's, so that any
+	// Stripe-compatible server can stand in).
+	Root bool
+	// Endpoints are the ids of the endpoints whose API root
+	// (APIOptions.EndpointBase) the simulator is; nil when it is the
+	// provider's (APIOptions.BaseURL).
+	Endpoints []string
 }

@@ -13,24 +13,41 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
+	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
 	"github.com/hookyard/hookyard/pkg/provider/github"
+	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
 	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
+	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
-// all is every provider, once, in the order config errors list them.
-var all = []provider.Provider{
-	stripe.Provider{},
-	chargebee.Provider{},
-	github.Provider{},
-	standardwebhooks.Provider{},
+// all is every provider, once, in the order config errors list them, with
+// the simulator `hookyard dev` serves for its API (nil: none).
+var all = []entry{
+	{stripe.Provider{}, stripesim.Dev{}},
+	{chargebee.Provider{}, chargebeesim.Dev{}},
+	{github.Provider{}, githubsim.Dev{}},
+	{standardwebhooks.Provider{}, nil},
+}
+
+// entry is one provider and its dev simulator. The simulator is apart
+// because a simulator imports its provider to sign what it delivers.
+type entry struct {
+	provider.Provider
+	dev provider.DevSimulator
 }
 
 // ErrUnknownProvider is returned for a name no adapter handles.
 var ErrUnknownProvider = errors.New("unknown provider")
 
 // All returns every provider, in registry order.
-func All() []provider.Provider { return slices.Clone(all) }
+func All() []provider.Provider {
+	out := make([]provider.Provider, len(all))
+	for i, e := range all {
+		out[i] = e.Provider
+	}
+	return out
+}
 
 // Names returns every provider's name, in registry order.
 func Names() []string {
@@ -43,9 +60,9 @@ func Names() []string {
 
 // Lookup returns the provider named name.
 func Lookup(name string) (provider.Provider, error) {
-	for _, p := range all {
-		if p.Name() == name {
-			return p, nil
+	for _, e := range all {
+		if e.Name() == name {
+			return e.Provider, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownProvider, name)
@@ -111,9 +128,9 @@ func keysOf(p provider.Provider) []string {
 // readers are the names of the providers that read key.
 func readers(key string) []string {
 	var names []string
-	for _, p := range all {
-		if slices.Contains(keysOf(p), key) {
-			names = append(names, p.Name())
+	for _, e := range all {
+		if slices.Contains(keysOf(e.Provider), key) {
+			names = append(names, e.Name())
 		}
 	}
 	return names
@@ -124,16 +141,27 @@ func readers(key string) []string {
 // name; a provider without an entry gets the zero APIOptions).
 func Connect(eps []provider.Endpoint, opts map[string]provider.APIOptions) (map[string]provider.Connection, error) {
 	conns := map[string]provider.Connection{}
-	for _, p := range all {
-		c, ok := p.(provider.Connector)
+	for _, e := range all {
+		c, ok := e.Provider.(provider.Connector)
 		if !ok {
 			continue
 		}
-		conn, err := c.Connect(eps, opts[p.Name()])
+		conn, err := c.Connect(eps, opts[e.Name()])
 		if err != nil {
 			return nil, err
 		}
-		conns[p.Name()] = conn
+		conns[e.Name()] = conn
 	}
 	return conns, nil
+}
+
+// Simulator returns the simulator `hookyard dev` serves for providerName's
+// API; nil when there is none.
+func Simulator(providerName string) provider.DevSimulator {
+	for _, e := range all {
+		if e.Name() == providerName {
+			return e.dev
+		}
+	}
+	return nil
 }
