@@ -34,3 +34,15 @@ func TestVerifierUnknown(t *testing.T) {
 		require.Nil(t, v)
 	}
 }
+
+// Every provider is listed once: its name is part of every stored identity,
+// and a second entry would never be reached.
+func TestEveryProviderIsListedOnce(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, name := range Names() {
+		require.False(t, seen[name], name)
+		seen[name] = true
+	}
+	require.Equal(t, []string{provider.Stripe, provider.Chargebee, provider.GitHub, provider.StandardWebhooks}, Names())
+}
