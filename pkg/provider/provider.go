@@ -1,9 +1,15 @@
-// Package provider owns the contract between an authenticated webhook
-// endpoint and the adapters that verify and read one provider's deliveries.
+// Package provider owns the contract between hookyard's services and the
+// adapters, one package per provider under pkg/provider: the Endpoint, what
+// an adapter must do (Provider: verify, interpret) and what it may offer
+// (Identifier, Connector with its Fetcher and reconciler Sources,
+// EndpointChecker, DevSimulator), and the types those speak (Event, Plan,
+// Fetched, Listed, ListedEvent, HookDelivery). The services name no
+// provider; they loop over these.
 //
 // An adapter must verify the delivery over the raw bytes before it reads
 // anything from the body, and it must never let the body choose the provider,
-// source account or environment: those come from the Endpoint alone.
+// source account or environment: those come from the Endpoint alone. This
+// package must never import an adapter: package registry lists them.
 package provider
 
 import (
@@ -12,7 +18,9 @@ import (
 	"time"
 )
 
-// Provider names as they appear in config, keys and tables.
+// Provider names as they appear in config, keys and tables, for the
+// providers hookyard ships. A new provider declares its name in its own
+// package (Provider.Name); it needs no constant here.
 const (
 	Stripe           = "stripe"
 	Chargebee        = "chargebee"

@@ -1,8 +1,13 @@
-// Package chargebee verifies Chargebee deliveries, which authenticate with
-// HTTP Basic credentials rather than a signature, and reads their identity.
+// Package chargebee is everything hookyard knows about Chargebee: it
+// verifies deliveries, which authenticate with HTTP Basic credentials rather
+// than a signature, and reads their identity (Verifier); says what an event
+// asks of the processor (Interpret: a versioned snapshot, a paid invoice);
+// lists a site's events for the reconciler (Client, Events, Connect); and
+// checks its endpoints' settings (CheckEndpoint).
 //
 // It owns credential checking and the choice of the resource an event is
-// about. It must never decide site, account or environment from the body:
+// about. It never writes hookyard's state, which is the processor's. It
+// must never decide site, account or environment from the body:
 // Chargebee events carry no livemode flag and those come from the Endpoint
 // alone. Basic auth carries no timestamp, so there is no staleness check here;
 // replays are absorbed by deduplication on the event id.

@@ -1,8 +1,13 @@
-// Package github verifies GitHub webhook deliveries (X-Hub-Signature-256) and
-// reads their identity.
+// Package github is everything hookyard knows about GitHub: it verifies
+// webhook deliveries (X-Hub-Signature-256) and reads their identity
+// (Verifier); interprets none of them into state (Interpret: recorded
+// only); walks a hook's deliveries and asks for the failed ones again for
+// the reconciler (Client, Deliveries, Connect); and checks its endpoints'
+// github_hook (CheckEndpoint).
 //
 // It owns signature checking and the choice of the resource an event is
-// about. It must never decide account or environment from the body: those
+// about. It never writes hookyard's state, which is the processor's. It
+// must never decide account or environment from the body: those
 // come from the Endpoint alone. GitHub signs no timestamp, so there is no
 // staleness check; replays are absorbed by deduplication on the delivery id.
 // Only the SHA-256 signature is accepted, never the legacy SHA-1

@@ -1,10 +1,13 @@
 // Package standardwebhooks verifies deliveries signed per the Standard
 // Webhooks specification (webhook-id, webhook-timestamp, webhook-signature)
-// with the reference library, and reads their identity through the
-// endpoint's configured JSON paths.
+// with the reference library, reads their identity through the endpoint's
+// configured JSON paths, and says what they ask of the processor
+// (Interpret: a versioned snapshot, or a hint). It is the minimal provider:
+// no API, no settings of its own, no simulator.
 //
 // It owns signature and timestamp checking and the reading of configured
-// paths. It must never decide account or environment from the body: those
+// paths. It never writes hookyard's state, which is the processor's. It
+// must never decide account or environment from the body: those
 // come from the Endpoint alone. Only symmetric "whsec_" secrets (v1
 // signatures) are supported, as in the library.
 package standardwebhooks
