@@ -1,0 +1,37 @@
+package chargebee
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+func TestInterpret(t *testing.T) {
+	t.Parallel()
+	sub := `{"id":"sub_1","status":"cancelled","resource_version":1700000000123}`
+	got, err := Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_cancelled", ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"content":{"subscription":` + sub + `,"invoice":{"id":"inv_1","status":"paid"}}}`)}, nil)
+	require.NoError(t, err)
+	require.Equal(t, provider.Plan{
+		Snapshot: &provider.Snapshot{Version: 1700000000123, State: []byte(sub), Status: "cancelled"},
+		Facts:    []provider.Fact{{Type: "invoice_paid", ID: "inv_1", Data: []byte(`{"id":"inv_1","status":"paid"}`)}},
+		Actions:  []provider.Action{{Subject: "inv_1", Kind: "receipt"}},
+	}, got)
+
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_deleted", ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"content":{"subscription":{"resource_version":5}}}`)}, nil)
+	require.NoError(t, err)
+	require.True(t, got.Snapshot.Deleted, "a _deleted event is a tombstone")
+
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "invoice", ResourceID: "inv_2",
+		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","status":"pending","resource_version":9}}}`)}, nil)
+	require.NoError(t, err)
+	require.Empty(t, got.Facts, "an unpaid invoice is no fact")
+
+	for _, payload := range []string{`{`, `{"content":{"subscription":{"resource_version":"x"}}}`, `{"content":{"subscription":[]}}`} {
+		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Payload: []byte(payload)}, nil)
+		require.ErrorIs(t, err, provider.ErrMalformed, payload)
+	}
+}

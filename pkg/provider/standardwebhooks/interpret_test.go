@@ -1,0 +1,38 @@
+package standardwebhooks
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+func TestInterpret(t *testing.T) {
+	t.Parallel()
+	v := int64(7)
+	ep := &provider.Endpoint{Paths: provider.Paths{State: "data.sub", Deleted: "data.gone"}}
+	for name, tc := range map[string]struct {
+		ev   provider.StoredEvent
+		ep   *provider.Endpoint
+		want provider.Plan
+		err  bool
+	}{
+		"no resource: nothing":   {ev: provider.StoredEvent{Payload: []byte(`{}`)}},
+		"no version: a hint":     {ev: provider.StoredEvent{ResourceID: "s1"}, want: provider.Plan{Fetch: true}},
+		"default state path":     {ev: provider.StoredEvent{ResourceID: "s1", Version: &v, EventType: "sub.updated", Payload: []byte(`{"data":{"status":"active"}}`)}, want: provider.Plan{Snapshot: &provider.Snapshot{Version: 7, State: []byte(`{"status":"active"}`), Status: "active"}}},
+		".deleted type":          {ev: provider.StoredEvent{ResourceID: "s1", Version: &v, EventType: "sub.deleted", Payload: []byte(`{"data":{}}`)}, want: provider.Plan{Snapshot: &provider.Snapshot{Version: 7, State: []byte(`{}`), Deleted: true}}},
+		"configured paths":       {ev: provider.StoredEvent{ResourceID: "s1", Version: &v, EventType: "sub.updated", Payload: []byte(`{"data":{"sub":{"status":"past_due"},"gone":true}}`)}, ep: ep, want: provider.Plan{Snapshot: &provider.Snapshot{Version: 7, State: []byte(`{"status":"past_due"}`), Status: "past_due", Deleted: true}}},
+		"no state: malformed":    {ev: provider.StoredEvent{ResourceID: "s1", Version: &v, Payload: []byte(`{"other":1}`)}, err: true},
+		"not JSON: malformed":    {ev: provider.StoredEvent{ResourceID: "s1", Version: &v, Payload: []byte(`{`)}, err: true},
+		"arrays are not indexed": {ev: provider.StoredEvent{ResourceID: "s1", Version: &v, Payload: []byte(`{"data":{"sub":[{"status":"x"}]}}`)}, ep: &provider.Endpoint{Paths: provider.Paths{State: "data.sub.0"}}, err: true},
+	} {
+		got, err := Provider{}.Interpret(tc.ev, tc.ep)
+		if tc.err {
+			require.ErrorIs(t, err, provider.ErrMalformed, name)
+			continue
+		}
+		require.NoError(t, err, name)
+		require.Equal(t, tc.want, got, name)
+	}
+}

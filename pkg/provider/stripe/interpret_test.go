@@ -1,0 +1,33 @@
+package stripe
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/provider"
+)
+
+func TestInterpret(t *testing.T) {
+	t.Parallel()
+	got, err := Provider{}.Interpret(provider.StoredEvent{EventType: "customer.subscription.updated", ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"data":{"object":{"id":"sub_1","status":"active"}}}`)}, nil)
+	require.NoError(t, err)
+	require.Equal(t, provider.Plan{Fetch: true}, got, "Stripe sends no version: a hint")
+
+	inv := `{"id":"in_1","subscription":"sub_1"}`
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice.paid", ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"data":{"object":` + inv + `}}`)}, nil)
+	require.NoError(t, err)
+	require.Equal(t, provider.Plan{Fetch: true,
+		Facts:   []provider.Fact{{Type: "invoice_paid", ID: "in_1", Data: []byte(inv)}},
+		Actions: []provider.Action{{Subject: "in_1", Kind: "receipt"}}}, got)
+
+	for _, tc := range []provider.StoredEvent{
+		{Payload: []byte(`{`)},
+		{EventType: "invoice.payment_succeeded", Payload: []byte(`{"data":{"object":{}}}`)},
+	} {
+		_, err := Provider{}.Interpret(tc, nil)
+		require.ErrorIs(t, err, provider.ErrMalformed, string(tc.Payload))
+	}
+}
