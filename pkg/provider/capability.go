@@ -130,3 +130,14 @@ type Simulation struct {
 	// provider's (APIOptions.BaseURL).
 	Endpoints []string
 }
+
+// SourceFunc is the Connection of a provider whose API only the reconciler
+// reads (the processor fetches nothing from it), like http.HandlerFunc:
+// the function builds an endpoint's Source.
+type SourceFunc func(ep *Endpoint) (*Source, error)
+
+// Fetcher implements Connection: none.
+func (SourceFunc) Fetcher() Fetcher { return nil }
+
+// Source implements Connection.
+func (f SourceFunc) Source(ep *Endpoint) (*Source, error) { return f(ep) }

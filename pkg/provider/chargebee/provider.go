@@ -41,25 +41,19 @@ func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
 // opts.EndpointBase's, `hookyard dev`'s simulator), at
 // opts.ReconcileRate (reconciler.chargebee_rate).
 func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
-	return connection{opts: opts}, nil
-}
-
-type connection struct{ opts provider.APIOptions }
-
-func (connection) Fetcher() provider.Fetcher { return nil }
-
-func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
-	site := cmp.Or(ep.Site, c.opts.EndpointBase[ep.ID])
-	if ep.APIKey == "" || site == "" {
-		if ep.APIKey != "" && c.opts.Log != nil {
-			c.opts.Log.Warn("chargebee endpoint has an api_key but no site: its events are not scanned", slog.String("endpoint", ep.ID))
+	return provider.SourceFunc(func(ep *provider.Endpoint) (*provider.Source, error) {
+		site := cmp.Or(ep.Site, opts.EndpointBase[ep.ID])
+		if ep.APIKey == "" || site == "" {
+			if ep.APIKey != "" && opts.Log != nil {
+				opts.Log.Warn("chargebee endpoint has an api_key but no site: its events are not scanned", slog.String("endpoint", ep.ID))
+			}
+			return nil, nil
 		}
-		return nil, nil
-	}
-	cl, err := NewClient(APIConfig{Site: site, APIKey: ep.APIKey, RatePerSecond: c.opts.ReconcileRate}, c.opts.Log)
-	if err != nil {
-		return nil, err
-	}
-	return &provider.Source{Provider: provider.Chargebee, SourceAccount: ep.SourceAccount,
-		Environment: ep.Environment, Endpoint: ep, Identify: Verifier{}, Events: Events{Client: cl}}, nil
+		cl, err := NewClient(APIConfig{Site: site, APIKey: ep.APIKey, RatePerSecond: opts.ReconcileRate}, opts.Log)
+		if err != nil {
+			return nil, err
+		}
+		return &provider.Source{Provider: provider.Chargebee, SourceAccount: ep.SourceAccount,
+			Environment: ep.Environment, Endpoint: ep, Identify: Verifier{}, Events: Events{Client: cl}}, nil
+	}), nil
 }

@@ -46,21 +46,15 @@ func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
 // opts.ReconcileRate (reconciler.github_rate), and asks again for the
 // failed ones.
 func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
-	return connection{opts: opts}, nil
-}
-
-type connection struct{ opts provider.APIOptions }
-
-func (connection) Fetcher() provider.Fetcher { return nil }
-
-func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
-	if ep.GitHubHook == nil {
-		return nil, nil
-	}
-	cl, err := NewClient(APIConfig{BaseURL: c.opts.BaseURL, RatePerSecond: c.opts.ReconcileRate}, *ep.GitHubHook, c.opts.Log)
-	if err != nil {
-		return nil, err
-	}
-	return &provider.Source{Provider: provider.GitHub, SourceAccount: ep.SourceAccount,
-		Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}}, nil
+	return provider.SourceFunc(func(ep *provider.Endpoint) (*provider.Source, error) {
+		if ep.GitHubHook == nil {
+			return nil, nil
+		}
+		cl, err := NewClient(APIConfig{BaseURL: opts.BaseURL, RatePerSecond: opts.ReconcileRate}, *ep.GitHubHook, opts.Log)
+		if err != nil {
+			return nil, err
+		}
+		return &provider.Source{Provider: provider.GitHub, SourceAccount: ep.SourceAccount,
+			Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}}, nil
+	}), nil
 }
