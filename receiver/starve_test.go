@@ -230,3 +230,16 @@ func TestUnauthenticatedRequestsAreRefusedBeforeTheirBody(t *testing.T) {
 	require.Equal(t, receiver.CodeInvalidSignature, res.answer.Error.Code)
 	requireNothingStored(t, b.pool)
 }
+
+// With tracing off, a caller's traceparent is not kept: the inbox row of
+// an anonymous client's delivery carries no trace id the client chose.
+func TestCallerTraceparentIsNotStoredWithTheEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, receiver.Config{})
+	d := stripeDelivery("stripe-test", stripeBody("evt_traceparent", "customer.subscription.updated", "sub_1", nil))
+	d.header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	res := b.post(t, d)
+	require.Equal(t, http.StatusOK, res.code, "%s", res.raw)
+	require.Equal(t, 0, count(t, b.pool, `SELECT count(*) FROM webhook_inbox WHERE trace_parent IS NOT NULL`))
+	require.Equal(t, 0, count(t, b.pool, `SELECT count(*) FROM outbox WHERE message::jsonb ? 'traceparent'`))
+}
