@@ -95,6 +95,12 @@ func hostileCorpus(t *testing.T) []hostile {
 		h := http.Header{"Stripe-Signature": {"t=1,v1=00", stripeHeader(good, stripeSecret, now).Get("Stripe-Signature")}}
 		add("duplicate signature headers, first invalid", false, delivery{endpoint: "stripe-test", header: h, body: good})
 	}
+	{
+		// Two t= elements: the valid pair plus a later t= that a reader
+		// taking the last one would judge instead.
+		sig := stripeHeader(good, stripeSecret, now).Get("Stripe-Signature") + fmt.Sprintf(",t=%d", now.Add(time.Hour).Unix())
+		add("two timestamps in one signature header", false, delivery{endpoint: "stripe-test", header: http.Header{"Stripe-Signature": {sig}}, body: good})
+	}
 	add("wrong content type", false, delivery{endpoint: "stripe-test", header: stripeHeader(good, stripeSecret, now), body: good, contentType: "text/plain"})
 	add("oversized", false, stripeDelivery("stripe-test", withExtra("evt_c_big", `"pad":"`+strings.Repeat("x", 2<<20)+`"`)))
 	add("oversized chunked", false, func() delivery {

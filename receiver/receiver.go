@@ -9,13 +9,13 @@
 package receiver
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -52,6 +52,9 @@ const (
 	MaxConnsDefault       = 1024
 	BodyBytesDefault      = 64 << 20
 	bodyBudgetWaitDefault = time.Second
+	// FirstByteTimeoutDefault bounds the wait for a body's first byte once
+	// the headers are in: providers send the body right behind them.
+	FirstByteTimeoutDefault = 2 * time.Second
 )
 
 // Config configures a receiver.
@@ -67,13 +70,23 @@ type Config struct {
 	// ReadTimeout bounds the time a client has to send a whole request,
 	// headers and body. Defaults to ReadTimeoutDefault.
 	ReadTimeout time.Duration
-	// MaxConns caps open connections. Defaults to MaxConnsDefault.
+	// FirstByteTimeout bounds the wait for a body's first byte after the
+	// headers; a client that announced a body and sends nothing is answered
+	// 408 then. Defaults to FirstByteTimeoutDefault (at most ReadTimeout).
+	FirstByteTimeout time.Duration
+	// MaxConns caps open connections; before the cap, idle keep-alive
+	// connections are closed. Defaults to MaxConnsDefault.
 	MaxConns int
-	// BodyBytes caps the bytes of bodies being read at once, reserved by
-	// each request up front from its Content-Length (or its endpoint's limit
-	// when the length is unknown). A request that finds no room within a
-	// second is answered 503 and retried by the provider; memory stays
-	// bounded however many clients send at once. Must be at least the
+	// ConnsPerClient caps the connections one remote address may hold, so
+	// one client cannot take every slot (slow headers, silent connections).
+	// Behind a load balancer every connection comes from its address: set
+	// it to MaxConns there. Defaults to a quarter of MaxConns.
+	ConnsPerClient int
+	// BodyBytes caps the bytes of bodies held at once, charged as they
+	// arrive (a client that announces a body and sends nothing holds none)
+	// and held until the delivery is answered. A request that finds no room
+	// within a second is answered 503 and retried by the provider; memory
+	// stays bounded however many clients send at once. Must be at least the
 	// largest endpoint limit. Defaults to BodyBytesDefault (64 MiB).
 	BodyBytes int64
 	// CommitTimeout bounds the wait for the database; past it the answer is
@@ -96,6 +109,8 @@ func (c Config) WithDefaults() Config {
 	c.BodyLimit = cmp.Or(c.BodyLimit, BodyLimitDefault)
 	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
 	c.MaxConns = cmp.Or(c.MaxConns, MaxConnsDefault)
+	c.ConnsPerClient = cmp.Or(c.ConnsPerClient, max(c.MaxConns/4, 1))
+	c.FirstByteTimeout = min(cmp.Or(c.FirstByteTimeout, FirstByteTimeoutDefault), c.ReadTimeout)
 	c.BodyBytes = cmp.Or(c.BodyBytes, BodyBytesDefault)
 	c.CommitTimeout = cmp.Or(c.CommitTimeout, CommitTimeoutDefault)
 	if c.Registerer == nil {
@@ -191,7 +206,9 @@ func (r *Receiver) ServeListener(ctx context.Context, ln net.Listener) error {
 
 func (r *Receiver) serverConfig() health.ServerConfig {
 	return health.ServerConfig{ReadHeaderTimeout: r.cfg.ReadTimeout, ReadTimeout: r.cfg.ReadTimeout,
-		WriteTimeout: r.cfg.ReadTimeout + r.cfg.CommitTimeout + 5*time.Second, MaxConns: r.cfg.MaxConns}
+		WriteTimeout: r.cfg.ReadTimeout + r.cfg.CommitTimeout + 5*time.Second, MaxConns: r.cfg.MaxConns,
+		ConnsPerClient: r.cfg.ConnsPerClient,
+		OnClose:        func(reason string) { r.m.connsClosed.WithLabelValues(reason).Inc() }}
 }
 
 // Stop releases the commit workers (for callers that use Handler only).
@@ -223,8 +240,16 @@ func (r *Receiver) refuse(c echo.Context, status int, code, msg string) error {
 	r.m.rejected.WithLabelValues(code).Inc()
 	var b errorBody
 	b.Error.Code, b.Error.Message = code, msg
-	r.log.Info("delivery refused", slog.String("endpoint", c.Param("endpoint_id")), slog.String("code", code), slog.Int("status", status))
+	r.log.Info("delivery refused", slog.String("endpoint", logID(c.Param("endpoint_id"))), slog.String("code", code), slog.Int("status", status))
 	return c.JSON(status, b)
+}
+
+// refuseUnread refuses a request whose body was not read, and closes its
+// connection: otherwise the server would read up to 256 KiB of the body
+// (waiting for it as long as the client likes) before it answered.
+func (r *Receiver) refuseUnread(c echo.Context, status int, code, msg string) error {
+	c.Response().Header().Set(echo.HeaderConnection, "close")
+	return r.refuse(c, status, code, msg)
 }
 
 type acceptBody struct {
@@ -236,27 +261,37 @@ func (r *Receiver) handle(c echo.Context) error {
 	start := time.Now()
 	rt, ok := r.routes[c.Param("endpoint_id")]
 	if !ok {
-		return r.refuse(c, http.StatusNotFound, CodeUnknownEndpoint, "no endpoint with that id")
+		return r.refuseUnread(c, http.StatusNotFound, CodeUnknownEndpoint, "no endpoint with that id")
 	}
 	req := c.Request()
 	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
-		return r.refuse(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type must be application/json")
+		return r.refuseUnread(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type must be application/json")
 	}
 	limit := rt.bodyLimit
 	if req.ContentLength > limit {
-		return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
+		return r.refuseUnread(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
 	}
-	body, err := r.readBody(c, limit)
+	// A request without the provider's authentication headers is refused
+	// before a byte of its body is read.
+	if hc, ok := rt.verifier.(provider.HeaderChecker); ok {
+		if err := hc.CheckHeaders(rt.ep, req.Header); err != nil {
+			return r.refuseUnread(c, http.StatusUnauthorized, CodeInvalidSignature, "signature or credentials do not verify")
+		}
+	}
+	body, held, err := r.readBody(c, limit)
+	// The body's share of the budget is held until the delivery is
+	// answered: that is as long as its bytes are in memory.
+	defer r.bodies.Release(held)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
 			return r.refuse(c, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return r.refuse(c, http.StatusRequestTimeout, CodeTimeout, "body not received within the read timeout")
+			return r.refuseUnread(c, http.StatusRequestTimeout, CodeTimeout, "body not received within the read timeout")
 		case errors.Is(err, errBusy):
 			c.Response().Header().Set("Retry-After", "5")
-			return r.refuse(c, http.StatusServiceUnavailable, CodeUnavailable, "too many deliveries being read; retry later")
+			return r.refuseUnread(c, http.StatusServiceUnavailable, CodeUnavailable, "too many deliveries being read; retry later")
 		}
 		return r.refuse(c, http.StatusBadRequest, CodeMalformed, "could not read body")
 	}
@@ -333,27 +368,69 @@ func (r *Receiver) handle(c echo.Context) error {
 
 var errBusy = errors.New("body budget exhausted")
 
-// readBody reads the body within limit, holding its share of the receiver's
-// body budget while it reads. The share is what the client announced, or the
-// whole limit when it announced nothing (chunked).
-func (r *Receiver) readBody(c echo.Context, limit int64) ([]byte, error) {
+// readBody reads the body within limit. Its bytes are charged to the
+// receiver's body budget as they arrive, never before (the buffer grows by
+// doubling, so at most twice what arrived is held): a client that
+// announces a large body and sends nothing holds nothing but its
+// connection, and that only until FirstByteTimeout. It returns what it
+// charged; the caller releases it.
+func (r *Receiver) readBody(c echo.Context, limit int64) ([]byte, int64, error) {
 	req := c.Request()
-	share := limit
-	if req.ContentLength >= 0 {
-		share = max(req.ContentLength, 1)
+	if req.ContentLength == 0 {
+		return nil, 0, nil
 	}
-	wait, cancel := context.WithTimeout(req.Context(), bodyBudgetWaitDefault)
-	err := r.bodies.Acquire(wait, share)
-	cancel()
-	if err != nil {
-		return nil, errBusy
+	start := time.Now()
+	rc := http.NewResponseController(c.Response())
+	// Errors only mean the connection cannot take deadlines (a test
+	// recorder); the server's own read timeout still applies.
+	_ = rc.SetReadDeadline(start.Add(r.cfg.FirstByteTimeout))
+	src := http.MaxBytesReader(c.Response(), req.Body, limit)
+	var buf []byte
+	var held int64
+	waiting := true
+	for {
+		if len(buf) == cap(buf) {
+			// Room for limit+1 bytes lets the reader say when a body passes limit.
+			grow := min(max(int64(cap(buf)), 512), limit+1-int64(cap(buf)))
+			if err := r.charge(req.Context(), grow); err != nil {
+				return nil, held, err
+			}
+			held += grow
+			next := make([]byte, len(buf), int64(cap(buf))+grow)
+			copy(next, buf)
+			buf = next
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if n > 0 && waiting {
+			waiting = false
+			_ = rc.SetReadDeadline(start.Add(r.cfg.ReadTimeout))
+		}
+		switch {
+		case err == io.EOF:
+			return buf, held, nil
+		case err != nil:
+			return buf, held, err
+		}
 	}
-	defer r.bodies.Release(share)
-	buf := make([]byte, 0, min(max(req.ContentLength, 512), limit)+1)
-	w := bytes.NewBuffer(buf)
-	_, err = w.ReadFrom(http.MaxBytesReader(c.Response(), req.Body, limit))
-	return w.Bytes(), err
 }
+
+// charge takes n bytes of the body budget, waiting at most a second.
+func (r *Receiver) charge(ctx context.Context, n int64) error {
+	if r.bodies.TryAcquire(n) {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, bodyBudgetWaitDefault)
+	defer cancel()
+	if err := r.bodies.Acquire(wait, n); err != nil {
+		return errBusy
+	}
+	return nil
+}
+
+// logID is an endpoint id as a log line may carry it: anyone can put
+// 60 KB in a URL.
+func logID(id string) string { return inbox.SafeText(id, 64) }
 
 // maxIdentityLen bounds the fields that name an event and its resource;
 // Postgres indexes the ids, and a btree entry holds at most about 2.7 kB.
@@ -378,15 +455,16 @@ func storable(ev *provider.Event) error {
 }
 
 func (r *Receiver) unavailable(c echo.Context, err error) error {
-	r.log.Warn("commit failed; answering 503", slog.String("endpoint", c.Param("endpoint_id")), slog.String("error", err.Error()))
+	r.log.Warn("commit failed; answering 503", slog.String("endpoint", logID(c.Param("endpoint_id"))), slog.String("error", err.Error()))
 	c.Response().Header().Set("Retry-After", "5")
 	return r.refuse(c, http.StatusServiceUnavailable, CodeUnavailable, "could not store the event; retry later")
 }
 
 type metrics struct {
-	results  *prometheus.CounterVec
-	rejected *prometheus.CounterVec
-	latency  prometheus.Histogram
+	results     *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
+	latency     prometheus.Histogram
+	connsClosed *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -398,7 +476,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hookyard_receiver_accept_seconds",
 			Help:    "Time from request to committed answer.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5}}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_receiver_connections_closed_total",
+			Help: "Connections the receiver closed so that clients cannot hold them, by reason (per_client: the address held its share; idle_near_cap: idle while the connection cap neared)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.results, m.rejected, m.latency)
+	reg.MustRegister(m.results, m.rejected, m.latency, m.connsClosed)
 	return m
 }

@@ -119,7 +119,7 @@ func (e *env) receiver() (*receiver.Receiver, error) {
 	rc := e.cfg.Receiver
 	return receiver.New(e.pool, e.log, receiver.Config{Addr: e.cfg.HTTPAddr, Endpoints: e.cfg.Endpoints,
 		BodyLimit: rc.BodyLimit, CommitTimeout: rc.CommitTimeout, ReadTimeout: rc.ReadTimeout,
-		MaxConns: rc.MaxConnections, BodyBytes: rc.BodyBytes,
+		MaxConns: rc.MaxConnections, BodyBytes: rc.BodyBytes, ConnsPerClient: rc.ConnsPerClient, FirstByteTimeout: rc.FirstByteTimeout,
 		Commit:     inbox.CommitterConfig{Workers: e.cfg.Receiver.CommitWorkers, MaxBatch: e.cfg.Receiver.MaxBatch},
 		Registerer: e.reg, Gatherer: e.reg})
 }

@@ -122,8 +122,16 @@ type Receiver struct {
 	// ReadTimeout bounds the time a client has to send headers and body.
 	// Defaults to 10s, GitHub's own delivery deadline.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
-	// MaxConnections caps open connections. Defaults to 1024.
+	// MaxConnections caps open connections; idle keep-alive connections
+	// are closed before the cap is reached. Defaults to 1024.
 	MaxConnections int `yaml:"max_connections"`
+	// ConnsPerClient caps the connections one client address may hold.
+	// Behind a load balancer (every connection from its address) set it to
+	// max_connections. Defaults to a quarter of max_connections.
+	ConnsPerClient int `yaml:"conns_per_client"`
+	// FirstByteTimeout bounds the wait for a body's first byte after the
+	// headers (then 408). Defaults to 2s.
+	FirstByteTimeout time.Duration `yaml:"first_byte_timeout"`
 	// BodyBytes caps the bytes of bodies being read at once. Defaults to 64 MiB.
 	BodyBytes int64 `yaml:"body_bytes"`
 	// CommitWorkers is how many group-commit statements run at once.

@@ -97,8 +97,32 @@ func EnsureDatabase(ctx context.Context, dsn string, log *slog.Logger) error {
 	return nil
 }
 
-// Migrate applies every embedded migration that is not applied yet.
+// migrateLockClass is the first key of the advisory lock migrations run
+// under; the second is the schema's, so services of one schema wait for
+// each other and different schemas (the tests') do not.
+const migrateLockClass = 0x686f6f6b // "hook"
+
+// Migrate applies every embedded migration that is not applied yet. It
+// holds a session advisory lock on the target schema while it does, so any
+// number of services started together on a fresh database apply each
+// migration once and all start: without it they raced into a duplicate key
+// on goose's version table and exited.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	// A connection of its own, beside the pool: a pool of one connection
+	// would otherwise hold the lock and wait for itself. Closing it
+	// releases the lock.
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, migrateLockClass); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	return migrate(ctx, pool, log)
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	sqlDB := stdlib.OpenDBFromPool(pool)
 	defer sqlDB.Close()
 	sub, err := fs.Sub(schemas.Migrations, "migrations")

@@ -92,8 +92,20 @@ type ServerConfig struct {
 	// IdleTimeoutDefault.
 	IdleTimeout time.Duration
 	// MaxConns caps connections open at once; further ones wait in the
-	// kernel's accept queue. Defaults to MaxConnsDefault.
+	// kernel's accept queue. Before the cap is reached, idle keep-alive
+	// connections (and new ones silent for a second) are closed, oldest
+	// first, so that cheap requests followed by silence cannot keep the
+	// server full for the idle timeout. Defaults to MaxConnsDefault.
 	MaxConns int
+	// ConnsPerClient caps the connections one remote address may hold;
+	// more are closed at accept, before a byte is read. Behind a proxy
+	// every connection comes from the proxy's address: set it to MaxConns
+	// there. Defaults to 0: no cap per address.
+	ConnsPerClient int
+	// OnClose is told each connection the server closed to keep clients
+	// from holding it (ClosedPerClient, ClosedIdleNearCap), for a metric.
+	// Defaults to none.
+	OnClose func(reason string)
 }
 
 // WithDefaults returns c with defaults filled in.
@@ -124,9 +136,10 @@ func ServeWith(ctx context.Context, e http.Handler, addr string, log *slog.Logge
 // ServeListener serves h on an open listener until ctx ends.
 func ServeListener(ctx context.Context, h http.Handler, ln net.Listener, log *slog.Logger, cfg ServerConfig) error {
 	cfg = cfg.WithDefaults()
+	guard := newConnGuard(cfg.MaxConns, cfg.ConnsPerClient, cfg.OnClose)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: cfg.ReadHeaderTimeout, ReadTimeout: cfg.ReadTimeout,
-		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: 64 << 10}
-	limited := netutil.LimitListener(ln, cfg.MaxConns)
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, MaxHeaderBytes: 64 << 10, ConnState: guard.state}
+	limited := guard.listener(netutil.LimitListener(ln, cfg.MaxConns))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
 	log.InfoContext(ctx, "listening", slog.String("addr", ln.Addr().String()), slog.Int("max_conns", cfg.MaxConns),

@@ -2,10 +2,8 @@ package stripe
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -48,33 +46,36 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	if sig == "" {
 		return provider.Event{}, fmt.Errorf("%w: no %s header", provider.ErrUnauthenticated, SignatureHeader)
 	}
+	parsed, err := parseSignature(sig)
+	if err != nil {
+		return provider.Event{}, err
+	}
 	tol := ep.Tolerance
 	if tol <= 0 {
 		tol = webhook.DefaultTolerance
 	}
-	var verr error
+	// The signature first, the timestamp after: stripe-go judges the age
+	// before the signature, so an unsigned request with an old t= would be
+	// answered stale_signature (and counted as such) instead of 401.
 	ok := false
+	var verr error
 	for _, secret := range ep.Secrets {
-		err := webhook.ValidatePayloadWithTolerance(body, sig, secret, tol)
-		if err == nil {
+		if verr = webhook.ValidatePayloadIgnoringTolerance(body, sig, secret); verr == nil {
 			ok = true
 			break
 		}
-		verr = err
 	}
 	if !ok {
-		if errors.Is(verr, webhook.ErrTooOld) {
-			return provider.Event{}, fmt.Errorf("%w: %v", provider.ErrStaleSignature, verr)
-		}
 		return provider.Event{}, fmt.Errorf("%w: %v", provider.ErrUnauthenticated, verr)
 	}
-	// stripe-go refuses old timestamps only. One signed far in the future
-	// would stay replayable until the clock caught up with it, so it is
-	// refused the same way. The timestamp is signed, so this runs after the
-	// signature check: an unauthenticated request still gets 401.
-	if ts, ok := signedAt(sig); ok && ts.Sub(now) > tol {
+	// The timestamp is signed, so it is judged now: too old is a replay,
+	// and one far in the future (which stripe-go does not refuse) would
+	// stay replayable until the clock caught up with it.
+	if age := now.Sub(parsed.at); age > tol {
+		return provider.Event{}, fmt.Errorf("%w: %v", provider.ErrStaleSignature, webhook.ErrTooOld)
+	} else if -age > tol {
 		return provider.Event{}, fmt.Errorf("%w: timestamp %s is %s in the future", provider.ErrStaleSignature,
-			ts.UTC().Format(time.RFC3339), ts.Sub(now).Round(time.Second))
+			parsed.at.UTC().Format(time.RFC3339), (-age).Round(time.Second))
 	}
 	return Verifier{}.Identify(ep, body, now)
 }
@@ -103,21 +104,6 @@ func (Verifier) Identify(ep *provider.Endpoint, body []byte, _ time.Time) (provi
 	}
 	out.ResourceType, out.ResourceID = resourceOf(&ev)
 	return out, nil
-}
-
-// signedAt reads the t= element of a Stripe-Signature header.
-func signedAt(header string) (time.Time, bool) {
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if ok && k == "t" {
-			sec, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return time.Time{}, false
-			}
-			return time.Unix(sec, 0), true
-		}
-	}
-	return time.Time{}, false
 }
 
 // resourceOf names the resource whose partition the event goes to. Invoice
