@@ -94,7 +94,8 @@ func Check(ctx context.Context, q Querier, tok Token) error {
 
 // Resize records a new partition count for topic and bumps every
 // generation, so no writer from before the resize can write. Run it only
-// after the processors were drained (see the README's "Resizing the topic").
+// after the processors were drained (see "Resizing the topic" in
+// docs/operations.md).
 func Resize(ctx context.Context, pool *pgxpool.Pool, topic string, partitions int) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `

@@ -74,7 +74,7 @@ func inTrace(id trace.TraceID) []sdktrace.ReadOnlySpan {
 }
 
 // tree prints a trace's spans as a tree with their start offsets and
-// durations (the README's example trace comes from here).
+// durations (docs/operations.md's example trace comes from here).
 func tree(spans []sdktrace.ReadOnlySpan) string {
 	sort.Slice(spans, func(i, j int) bool { return spans[i].StartTime().Before(spans[j].StartTime()) })
 	children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
