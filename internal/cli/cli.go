@@ -55,9 +55,11 @@ var heading = []struct {
 	{ops, "Operations:"},
 }
 
-// command is one subcommand of the binary. The table below is the only
-// place a command's name appears: dispatch, the checks before it runs, its
-// pool size and its lines of the usage text all come from its row.
+// command is one subcommand of the binary. Dispatch, the checks before it
+// runs (dev defaults, tracing), its pool size and its lines of the usage
+// text all come from its row of the table below; only the rule that dev
+// alone may start a database of its own (devdb.go) names a command
+// elsewhere.
 type command struct {
 	name string
 	// usage is the command's lines in the usage text, verbatim: synopsis,
