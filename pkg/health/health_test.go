@@ -128,7 +128,7 @@ func healthz(conn net.Conn) (string, error) {
 // loses its connection after ReadHeaderTimeout, which frees its slot for the
 // next client. Fails without the header timeout: the slow connection would
 // stay open and, with MaxConns 1, the next client would never be served.
-func TestServerDropsSlowClientsAndCapsConnections(t *testing.T) {
+func TestServerDropsClientsThatSendHeadersSlowly(t *testing.T) {
 	t.Parallel()
 	addr, stop := serve(t, health.ServerConfig{ReadHeaderTimeout: 300 * time.Millisecond, MaxConns: 1})
 
