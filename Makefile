@@ -5,12 +5,12 @@ export TEST_DATABASE_URL
 # No DATABASE_URL default here: `hookyard dev` starts a PostgreSQL of its own
 # only when DATABASE_URL is unset (and nothing answers on 127.0.0.1:5432).
 
-.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint demo chaos
+.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint help demo chaos
 
 run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092, Postgres from DATABASE_URL, else local :5432, else embedded
 	$(GO) run . dev
 
-build:
+build: ## the binary, as bin/hookyard
 	$(GO) build -o bin/hookyard .
 
 test: ## all tests, with the race detector, against local Postgres and in-process Kafka
@@ -28,7 +28,7 @@ kafka-stop: ## stops `make kafka` and deletes its data
 test-kafka: ## the Kafka-facing tests and the broker-failure runs against `make kafka` (started and stopped if not up)
 	GO=$(GO) bash scripts/test-kafka.sh
 
-test-short:
+test-short: ## every test with -short (no race detector): a quick check while editing
 	$(GO) test -count=1 -short ./...
 
 bench: ## receiver vs pgbench, processor, relay, whole pipeline; prints tables, writes bench-results/*.json
@@ -43,3 +43,12 @@ demo: ## with `make run` in another shell: a cancellation delivered before a sta
 SEED ?= 1
 chaos: ## every service a process, faults from SEED, 10,000 subscriptions and 100,000 events at 100/s (about 20 min); prints the invariants table
 	$(GO) build -o bin/hookyard . && bin/hookyard chaos -seed $(SEED) -subscriptions 10000 -events 100000
+
+vet: ## go vet over every package
+	$(GO) vet ./...
+
+lint: ## staticcheck (pinned by go.mod's tool directive; checks in staticcheck.conf)
+	$(GO) tool staticcheck ./...
+
+help: ## this list
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

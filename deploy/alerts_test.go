@@ -15,9 +15,13 @@ import (
 
 const alertsFile = "prometheus/alerts.yaml"
 
+// operationsFile is the operator's manual; its "Runbooks" section holds a
+// heading per alert.
+const operationsFile = "../docs/operations.md"
+
 // runbookURL is where each alert's runbook paragraph lives: a heading named
-// after the alert in the README's operators section.
-var runbookURL = regexp.MustCompile(`^https://github\.com/hookyard/hookyard/blob/main/README\.md#([a-z0-9-]+)$`)
+// after the alert in the operator's manual.
+var runbookURL = regexp.MustCompile(`^https://github\.com/hookyard/hookyard/blob/main/docs/operations\.md#([a-z0-9-]+)$`)
 
 func loadAlerts(t *testing.T) *rulefmt.RuleGroups {
 	t.Helper()
@@ -42,8 +46,8 @@ func TestAlertRulesPassThePrometheusRuleParser(t *testing.T) {
 			require.NotEmpty(t, r.Annotations["summary"], r.Alert)
 			require.NotEmpty(t, r.Annotations["description"], r.Alert)
 			m := runbookURL.FindStringSubmatch(r.Annotations["runbook_url"])
-			require.NotNil(t, m, "%s: runbook_url points at the README", r.Alert)
-			require.Equal(t, strings.ToLower(r.Alert), m[1], "%s: the anchor of its README heading", r.Alert)
+			require.NotNil(t, m, "%s: runbook_url points at docs/operations.md", r.Alert)
+			require.Equal(t, strings.ToLower(r.Alert), m[1], "%s: the anchor of its docs/operations.md heading", r.Alert)
 		}
 	}
 }
@@ -58,7 +62,7 @@ func TestAlertRulesUseOnlyMetricsHookyardRegisters(t *testing.T) {
 }
 
 // TestEveryMetricWorthAnAlertHasAnAlert keeps the rules in step with the
-// metrics the README calls worth an alert.
+// metrics docs/operations.md calls worth an alert.
 func TestEveryMetricWorthAnAlertHasAnAlert(t *testing.T) {
 	t.Parallel()
 	used := map[string]bool{}
@@ -80,19 +84,19 @@ func TestEveryMetricWorthAnAlertHasAnAlert(t *testing.T) {
 	}
 }
 
-// Every alert's runbook link lands on a README heading of that name, with a
-// paragraph under it: an alert at 3 a.m. must open a page that says what it
-// means and the first command to run.
-func TestEveryAlertHasARunbookInTheREADME(t *testing.T) {
+// Every alert's runbook link lands on a docs/operations.md heading of that
+// name, with a paragraph under it: an alert at 3 a.m. must open a page that
+// says what it means and the first command to run.
+func TestEveryAlertHasARunbookInOperations(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	ops, err := os.ReadFile(operationsFile)
 	require.NoError(t, err)
 	for _, g := range loadAlerts(t).Groups {
 		for _, r := range g.Rules {
 			heading := "\n#### " + r.Alert + "\n"
-			i := strings.Index(string(readme), heading)
-			require.GreaterOrEqual(t, i, 0, "README has no runbook heading for %s", r.Alert)
-			body := string(readme[i+len(heading):])
+			i := strings.Index(string(ops), heading)
+			require.GreaterOrEqual(t, i, 0, "docs/operations.md has no runbook heading for %s", r.Alert)
+			body := string(ops[i+len(heading):])
 			require.Contains(t, body[:min(len(body), 1200)], "First:", "%s: the runbook names the first command to run", r.Alert)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
@@ -163,7 +163,7 @@ func checkQuery(t *testing.T, where, query string) []string {
 		require.True(t, ok, "%s: metric %s is not registered by hookyard", where, name)
 		used = append(used, name)
 		for _, m := range vs.LabelMatchers {
-			if m.Name == labels.MetricName {
+			if m.Name == model.MetricNameLabel {
 				continue
 			}
 			require.Contains(t, append(append(extra, lbls...), "job", "instance", "pod", "namespace"), m.Name,

@@ -63,7 +63,6 @@ type system struct {
 
 	api, receiver, reconciler *proc
 	relays, processors, extra []*proc
-	mu                        sync.Mutex
 }
 
 func randHex(n int) string {

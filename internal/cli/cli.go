@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,74 +29,190 @@ import (
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
-const usage = `hookyard — webhooks into correct state, whatever order they arrive in.
+// kind is what a command needs from the binary before its run func starts.
+type kind int
 
-Usage: hookyard [-config FILE] <command> [args]
+const (
+	// service is a long-running service. Outside dev it refuses the
+	// example config's dev secrets and a missing or dev ops token; it
+	// exports traces when the OTEL variables ask for it, and gets a
+	// migrated pool.
+	service kind = iota
+	// client brings its own connections: demo talks to a running pipeline
+	// over HTTP, chaos creates a database of its own. It gets no pool.
+	client
+	// ops is an operation on the database: a migrated pool, no tracing.
+	ops
+)
 
-Services (scale each separately):
-  receiver        POST /webhooks/{endpoint_id} on HTTP_ADDR (default 127.0.0.1:8080)
-  outbox-relay    publish outbox rows to Kafka
-  processor       consume the events topic and keep projections; also sends external effects
-  effects         send external effects only (receipts to RECEIPT_WEBHOOK_URL), for scaling them apart
-  reconciler      enqueue checks for what no webhook told us
-  api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)
-  dev             all of the above in one process, embedded Kafka and Stripe simulator; with
+// heading is the usage section of each kind, in the order printed.
+var heading = []struct {
+	kind  kind
+	title string
+}{
+	{service, "Services (scale each separately):"},
+	{client, "Proof:"},
+	{ops, "Operations:"},
+}
+
+// command is one subcommand of the binary. Dispatch, the checks before it
+// runs (dev defaults, tracing), its pool size and its lines of the usage
+// text all come from its row of the table below; only the rule that dev
+// alone may start a database of its own (devdb.go) names a command
+// elsewhere.
+type command struct {
+	name string
+	// usage is the command's lines in the usage text, verbatim: synopsis,
+	// then the summary at column 18 (services, proof) or 43 (operations).
+	usage string
+	kind  kind
+	// devDefaults marks the one command allowed to run on the dev token and
+	// the example config's dev secrets: dev, on a laptop, loopback only.
+	devDefaults bool
+	// conns is the pool's size; nil means defaultConns.
+	conns func(*config.Config) int32
+	// run runs the command. e.pool is nil for a client.
+	run func(ctx context.Context, e *env, args []string, stdout io.Writer) error
+}
+
+// defaultConns is the pool size of a command that names none.
+const defaultConns = 4
+
+var commands = []command{
+	{name: "receiver", kind: service, run: runReceiver, conns: fixedConns(24),
+		usage: "  receiver        POST /webhooks/{endpoint_id} on HTTP_ADDR (default 127.0.0.1:8080)\n"},
+	{name: "outbox-relay", kind: service, run: runRelay,
+		// Claims in flight, the listener, a scrape.
+		conns: func(cfg *config.Config) int32 {
+			return int32(cmp.Or(cfg.Relay.InFlight, outboxrelay.InFlightDefault) + 2)
+		},
+		usage: "  outbox-relay    publish outbox rows to Kafka\n"},
+	{name: "processor", kind: service, run: runProcessor,
+		// The effects sender's claims and outcome writes on top.
+		conns: fixedConns(defaultConns + 2),
+		usage: "  processor       consume the events topic and keep projections; also sends external effects\n"},
+	{name: "effects", kind: service, run: runEffects,
+		usage: "  effects         send external effects only (receipts to RECEIPT_WEBHOOK_URL), for scaling them apart\n"},
+	{name: "reconciler", kind: service, run: runReconciler,
+		usage: "  reconciler      enqueue checks for what no webhook told us\n"},
+	{name: "api", kind: service, run: runAPI,
+		usage: "  api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)\n"},
+	{name: "dev", kind: service, devDefaults: true, run: runDevCmd, conns: fixedConns(24),
+		usage: `  dev             all of the above in one process, embedded Kafka and Stripe simulator; with
                   DATABASE_URL unset and nothing on 127.0.0.1:5432, an embedded PostgreSQL too
                   (data in /var/lib/hookyard/dev-postgres as root, else ~/.local/state/hookyard)
+`},
 
-Proof:
-  demo [-sim URL] [-receiver URL] [-ops URL]
+	{name: "demo", kind: client, run: runDemo,
+		usage: `  demo [-sim URL] [-receiver URL] [-ops URL]
                   against a running ` + "`make run`" + `: cancel a subscription, deliver the cancellation
                   first and an older "active" event after it (twice); print a naive consumer's
                   decision beside hookyard's, and the explain timeline
-  chaos [-seed N] [-subscriptions N] [-events N] [-rate N] [-keep]
+`},
+	{name: "chaos", kind: client, run: runChaos,
+		usage: `  chaos [-seed N] [-subscriptions N] [-events N] [-rate N] [-keep]
                   run every service as its own process of this binary, with disordered,
                   duplicated and dropped deliveries and faults from the seed; print the
                   invariants table (exit 1 on a violation, with its explain timeline)
+`},
 
-Operations:
-  migrate                                  create the database if missing and apply migrations
-  events [-status dead] [-limit N]         list events by status (dead, retrying, pending, ...)
-  explain PROVIDER ACCOUNT ENV TYPE ID [-json] [-limit N]
+	{name: "migrate", kind: ops, run: runMigrate,
+		usage: "  migrate                                  create the database if missing and apply migrations\n"},
+	{name: "events", kind: ops, run: eventsCmd,
+		usage: "  events [-status dead] [-limit N]         list events by status (dead, retrying, pending, ...)\n"},
+	{name: "explain", kind: ops, run: explainCmd,
+		usage: `  explain PROVIDER ACCOUNT ENV TYPE ID [-json] [-limit N]
                                            why a resource is in its state: projection, access, and its
                                            timeline of events, decisions, fetches and reconcile checks
-  replay event PROVIDER ACCOUNT ENV EVENT_ID
+`},
+	{name: "replay", kind: ops, run: replay,
+		usage: `  replay event PROVIDER ACCOUNT ENV EVENT_ID
   replay dead [-since 24h] [-limit N]      replay dead events through the outbox
   replay resource PROVIDER ACCOUNT ENV TYPE ID [-since 24h]
   replay partition -partition N (-from-offset O | -since 2h|RFC3339) [-to-offset O] [-limit N]
                                            re-enqueue one partition's records up to its high watermark
                                            (-to-offset exclusive); the processors keep running
-  dead list [-provider P] [-account A] [-environment E] [-type T] [-resource-type T] [-resource ID]
+`},
+	{name: "dead", kind: ops, run: deadCmd,
+		usage: `  dead list [-provider P] [-account A] [-environment E] [-type T] [-resource-type T] [-resource ID]
             [-since 24h|RFC3339] [-limit N]
                                            dead events with attempts, next attempt, last error, resource
   dead show PROVIDER ACCOUNT ENV EVENT_ID [-payload]
                                            one event and its history entries
   dead replay PROVIDER ACCOUNT ENV EVENT_ID    replay one dead event (refused if it is not dead)
   dead replay [filters of dead list] [-limit N]
-  parked list [-provider P] [-account A] [-environment E] [-limit N]
+`},
+	{name: "parked", kind: ops, run: parkedCmd,
+		usage: `  parked list [-provider P] [-account A] [-environment E] [-limit N]
                                            projections parked for reconciliation (version gap, conflict,
                                            unordered) with why, since when and the last check sent
-  reconcile [-provider P] [-account A] [-environment E]
+`},
+	{name: "reconcile", kind: ops, run: runReconcile,
+		usage: `  reconcile [-provider P] [-account A] [-environment E]
                                            run one reconcile round now over the selected sources and print
                                            per source the listings walked, checks, divergences, events
                                            ingested, redeliveries asked, errors, and the checkpoints
-  purge [-older-than 720h]                 drop payloads of finished events, keep their identities
+`},
+	{name: "purge", kind: ops, run: purgeCmd,
+		usage: `  purge [-older-than 720h]                 drop payloads of finished events, keep their identities
                                            (default: retention.payload_age; the reconciler also purges)
-  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]
+`},
+	{name: "actions", kind: ops, run: actionsCmd,
+		usage: `  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]
                [-since 24h|RFC3339] [-limit N]
                                            external effects (dead by default) with attempts, next attempt, last error
   actions show PROVIDER ACCOUNT ENV SUBJECT KIND
                                            one action, whatever its status, with its fact and idempotency key
   actions replay PROVIDER ACCOUNT ENV SUBJECT KIND   send a dead action again, same key (refused if not dead)
   actions replay [filters of actions list] [-limit N]
-  fence status                             partition generations and the fenced partition count
+`},
+	{name: "fence", kind: ops, run: fenceCmd,
+		usage: `  fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
+`},
+}
 
-Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
+func fixedConns(n int32) func(*config.Config) int32 {
+	return func(*config.Config) int32 { return n }
+}
+
+// lookup returns the command named name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+const usageHead = `hookyard — webhooks into correct state, whatever order they arrive in.
+
+Usage: hookyard [-config FILE] <command> [args]
+`
+
+const usageEnv = `Environment: DATABASE_URL, HTTP_ADDR, OPS_ADDR, OPS_TOKEN (or OPS_TOKEN_FILE; any VAR as VAR_FILE),
 METRICS_ADDR, KAFKA_BROKERS, STRIPE_API_BASE, GITHUB_API_BASE, STRIPE_API_KEY (API key of Stripe endpoints
 without their own api_key), RECEIPT_WEBHOOK_URL (where receipts are POSTed), HOOKYARD_CONFIG (default
 hookyard.example.yaml), LOG_LEVEL, SIM_ADDR (dev only).
 `
+
+// usage is the help text: each kind's commands under its heading, in the
+// table's order.
+var usage = func() string {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	for _, h := range heading {
+		b.WriteString("\n" + h.title + "\n")
+		for _, c := range commands {
+			if c.kind == h.kind {
+				b.WriteString(c.usage)
+			}
+		}
+	}
+	b.WriteString("\n" + usageEnv)
+	return b.String()
+}()
 
 // Main runs the binary and returns its exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -159,48 +274,35 @@ func envOr(k, def string) string {
 	return def
 }
 
-func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) (retErr error) {
-	switch cmd {
-	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
-	case "migrate", "events", "explain", "replay", "purge", "fence", "dead", "parked", "actions", "reconcile":
-	case "demo":
-		// A client of the running pipeline: no database of its own.
-		return demoCmd(ctx, cfg, args, stdout)
-	case "chaos":
-		// Creates a database of its own on DATABASE_URL's server.
-		return chaosCmd(ctx, cfg, log, args, stdout)
-	default:
-		return usageErr("unknown command %q", cmd)
+func run(ctx context.Context, name string, args []string, cfg *config.Config, log *slog.Logger, stdout io.Writer) (retErr error) {
+	cmd, ok := lookup(name)
+	if !ok {
+		return usageErr("unknown command %q", name)
 	}
-	switch cmd {
-	case "dev":
-		// The one place the dev token is allowed: a laptop, loopback only.
-		cfg.OpsToken = cmp.Or(cfg.OpsToken, config.OpsTokenDevDefault)
-	case "receiver", "outbox-relay", "processor", "reconciler", "api", "effects":
-		// A service that can be reached or that acts on real data never runs
-		// on the example config's dev secrets or without an ops token.
-		if err := cfg.CheckProduction(); err != nil {
-			return fmt.Errorf("refusing to start %s: %w", cmd, err)
+	e := &env{cfg: cfg, log: log, reg: newRegistry()}
+	if cmd.kind == client {
+		return cmd.run(ctx, e, args, stdout)
+	}
+	if cmd.kind == service {
+		if cmd.devDefaults {
+			// The one place the dev token is allowed: a laptop, loopback only.
+			cfg.OpsToken = cmp.Or(cfg.OpsToken, config.OpsTokenDevDefault)
+		} else if err := cfg.CheckProduction(); err != nil {
+			// A service that can be reached or that acts on real data never
+			// runs on the example config's dev secrets or without an ops token.
+			return fmt.Errorf("refusing to start %s: %w", name, err)
 		}
-	}
-	switch cmd {
-	case "receiver", "outbox-relay", "processor", "reconciler", "api", "dev", "effects":
-		stopTracing, err := startTracing(ctx, cmd, log)
+		stopTracing, err := startTracing(ctx, name, log)
 		if err != nil {
 			return err
 		}
 		defer stopTracing()
 	}
-	conns := int32(4)
-	switch cmd {
-	case "receiver", "dev":
-		conns = 24
-	case "outbox-relay":
-		conns = int32(cmp.Or(cfg.Relay.InFlight, outboxrelay.InFlightDefault) + 2) // claims in flight, the listener, a scrape
-	case "processor":
-		conns += 2 // the effects sender's claims and outcome writes
+	conns := int32(defaultConns)
+	if cmd.conns != nil {
+		conns = cmd.conns(cfg)
 	}
-	ctx, stopDB, err := devDatabase(ctx, cmd, cfg, log)
+	ctx, stopDB, err := devDatabase(ctx, name, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -210,128 +312,145 @@ func run(ctx context.Context, cmd string, args []string, cfg *config.Config, log
 		return err
 	}
 	defer pool.Close()
-	e := &env{cfg: cfg, log: log, pool: pool, reg: newRegistry()}
-	stripeBase := cfg.StripeBase(config.StripeAPIBaseDefault)
-	switch cmd {
-	case "migrate":
-		log.InfoContext(ctx, "database ready")
-		return nil
-	case "dev":
-		return runDev(ctx, e, envOr("SIM_ADDR", SimAddrDefault))
-	case "receiver":
-		// The receiver's live heap is small and its garbage per request
-		// large; trading a few MiB for less collection is worth it unless
-		// the operator chose GOGC.
-		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(400)
-		}
-		r, err := e.receiver()
-		if err != nil {
-			return err
-		}
-		return withMetrics(ctx, e, r.Run)
-	case "api":
-		ops, jobs := e.opsAPI()
-		g, ctx := errgroup.WithContext(ctx)
-		g.Go(func() error { return jobs.Run(ctx) })
-		g.Go(func() error { return health.Serve(ctx, ops, cfg.OpsAddr, log) })
-		return g.Wait()
-	case "outbox-relay":
-		if err := ensureTopic(ctx, cfg, brokers(cfg)); err != nil {
-			return err
-		}
-		r, err := e.relay(brokers(cfg))
-		if err != nil {
-			return err
-		}
-		return withMetrics(ctx, e, r.Run)
-	case "processor":
-		p, err := e.processor(brokers(cfg), stripeBase)
-		if err != nil {
-			return err
-		}
-		// The processor records actions; its binary sends them too, so a
-		// deployment of processors needs no other service for receipts.
-		snd, err := e.effects()
-		if err != nil {
-			return err
-		}
-		// Readiness turns false when the processor stopped for good (the
-		// topic's partition count changed).
-		return withMetrics(ctx, e, func(ctx context.Context) error {
-			g, ctx := errgroup.WithContext(ctx)
-			g.Go(func() error { return p.Run(ctx) })
-			g.Go(func() error { return snd.Run(ctx) })
-			return g.Wait()
-		}, p.Check)
-	case "effects":
-		snd, err := e.effects()
-		if err != nil {
-			return err
-		}
-		return withMetrics(ctx, e, snd.Run)
-	case "reconciler":
-		kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(cfg)...))
-		if err != nil {
-			return fmt.Errorf("kafka client: %w", err)
-		}
-		defer kc.Close()
-		rec, err := e.reconciler(stripeBase, 0, kc)
-		if err != nil {
-			return err
-		}
-		return withMetrics(ctx, e, rec.Run)
-	case "events":
-		fs := flag.NewFlagSet("events", flag.ContinueOnError)
-		status := fs.String("status", inbox.StatusDead, "status to list")
-		limit := fs.Int("limit", 100, "rows")
-		if err := fs.Parse(args); err != nil {
-			return usageErr("%v", err)
-		}
-		rows, err := inbox.List(ctx, pool, *status, *limit)
-		if err != nil {
-			return err
-		}
-		return printJSON(stdout, map[string]any{"events": rows})
-	case "explain":
-		return explainCmd(ctx, e, args, stdout)
-	case "reconcile":
-		return reconcileCmd(ctx, e, args, stdout, stripeBase)
-	case "replay":
-		return replay(ctx, e, args, stdout)
-	case "dead":
-		return deadCmd(ctx, e, args, stdout)
-	case "parked":
-		return parkedCmd(ctx, e, args, stdout)
-	case "actions":
-		return actionsCmd(ctx, e, args, stdout)
-	case "purge":
-		fs := flag.NewFlagSet("purge", flag.ContinueOnError)
-		older := fs.Duration("older-than", cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")
-		if err := fs.Parse(args); err != nil || *older <= 0 {
-			return usageErr("purge needs -older-than DURATION (or retention.payload_age in the config)")
-		}
-		// Chunk by chunk, with the count so far on a terminal: a purge of a
-		// large inbox runs for minutes, and an operator wants to see it move.
-		cutoff, progress := time.Now().Add(-*older), terminalProgress()
-		var n int64
-		for {
-			c, err := inbox.PurgeChunk(ctx, pool, cutoff, job.PurgeChunk)
-			n += c
-			if err != nil {
-				return err
-			}
-			progress("purged %d payloads", n)
-			if c < job.PurgeChunk {
-				break
-			}
-		}
-		progress("")
-		return printJSON(stdout, map[string]any{"purged": n})
-	case "fence":
-		return fenceCmd(ctx, e, args, stdout)
-	}
+	e.pool = pool
+	return cmd.run(ctx, e, args, stdout)
+}
+
+func stripeBase(cfg *config.Config) string { return cfg.StripeBase(config.StripeAPIBaseDefault) }
+
+func runDemo(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	return demoCmd(ctx, e.cfg, args, stdout)
+}
+
+func runChaos(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	return chaosCmd(ctx, e.cfg, e.log, args, stdout)
+}
+
+func runMigrate(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	e.log.InfoContext(ctx, "database ready")
 	return nil
+}
+
+func runDevCmd(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	return runDev(ctx, e, envOr("SIM_ADDR", SimAddrDefault))
+}
+
+func runReceiver(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	// The receiver's live heap is small and its garbage per request
+	// large; trading a few MiB for less collection is worth it unless
+	// the operator chose GOGC.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	r, err := e.receiver()
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, r.Run)
+}
+
+func runAPI(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	ops, jobs := e.opsAPI()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return jobs.Run(ctx) })
+	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
+	return g.Wait()
+}
+
+func runRelay(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	if err := ensureTopic(ctx, e.cfg, brokers(e.cfg)); err != nil {
+		return err
+	}
+	r, err := e.relay(brokers(e.cfg))
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, r.Run)
+}
+
+func runProcessor(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	p, err := e.processor(brokers(e.cfg), stripeBase(e.cfg))
+	if err != nil {
+		return err
+	}
+	// The processor records actions; its binary sends them too, so a
+	// deployment of processors needs no other service for receipts.
+	snd, err := e.effects()
+	if err != nil {
+		return err
+	}
+	// Readiness turns false when the processor stopped for good (the
+	// topic's partition count changed).
+	return withMetrics(ctx, e, func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return p.Run(ctx) })
+		g.Go(func() error { return snd.Run(ctx) })
+		return g.Wait()
+	}, p.Check)
+}
+
+func runEffects(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	snd, err := e.effects()
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, snd.Run)
+}
+
+func runReconciler(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(e.cfg)...))
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer kc.Close()
+	rec, err := e.reconciler(stripeBase(e.cfg), 0, kc)
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, rec.Run)
+}
+
+func runReconcile(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	return reconcileCmd(ctx, e, args, stdout, stripeBase(e.cfg))
+}
+
+func eventsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	status := fs.String("status", inbox.StatusDead, "status to list")
+	limit := fs.Int("limit", 100, "rows")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%v", err)
+	}
+	rows, err := inbox.List(ctx, e.pool, *status, *limit)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"events": rows})
+}
+
+func purgeCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("purge", flag.ContinueOnError)
+	older := fs.Duration("older-than", e.cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")
+	if err := fs.Parse(args); err != nil || *older <= 0 {
+		return usageErr("purge needs -older-than DURATION (or retention.payload_age in the config)")
+	}
+	// Chunk by chunk, with the count so far on a terminal: a purge of a
+	// large inbox runs for minutes, and an operator wants to see it move.
+	cutoff, progress := time.Now().Add(-*older), terminalProgress()
+	var n int64
+	for {
+		c, err := inbox.PurgeChunk(ctx, e.pool, cutoff, job.PurgeChunk)
+		n += c
+		if err != nil {
+			return err
+		}
+		progress("purged %d payloads", n)
+		if c < job.PurgeChunk {
+			break
+		}
+	}
+	progress("")
+	return printJSON(stdout, map[string]any{"purged": n})
 }
 
 func withMetrics(ctx context.Context, e *env, run func(context.Context) error, checks ...health.Check) error {
@@ -410,29 +529,15 @@ func fenceCmd(ctx context.Context, e *env, args []string, stdout io.Writer) erro
 	}
 	switch args[0] {
 	case "status":
-		rows, err := e.pool.Query(ctx, `SELECT partition, generation, owner, taken_at FROM partition_fence WHERE topic = $1 ORDER BY partition`, e.cfg.Kafka.Topic)
+		parts, err := fence.Partitions(ctx, e.pool, e.cfg.Kafka.Topic)
 		if err != nil {
 			return err
 		}
-		type part struct {
-			Partition  int32     `json:"partition"`
-			Generation int64     `json:"generation"`
-			Owner      string    `json:"owner"`
-			TakenAt    time.Time `json:"taken_at"`
-		}
-		var parts []part
-		for rows.Next() {
-			var p part
-			if err := rows.Scan(&p.Partition, &p.Generation, &p.Owner, &p.TakenAt); err != nil {
-				return err
-			}
-			parts = append(parts, p)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
+		// A count not recorded yet, or unreadable, prints as null.
 		var count *int
-		_ = e.pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, e.cfg.Kafka.Topic).Scan(&count)
+		if n, ok, err := fence.RecordedCount(ctx, e.pool, e.cfg.Kafka.Topic); err == nil && ok {
+			count = &n
+		}
 		return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": count, "partitions": parts})
 	case "resize":
 		fs := flag.NewFlagSet("fence resize", flag.ContinueOnError)
@@ -478,9 +583,9 @@ func resize(ctx context.Context, e *env, n int, force bool, stdout io.Writer) er
 		return err
 	}
 	// A broker may not know of a resize yet; the recorded count does.
-	var recorded int
-	if err := e.pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, e.cfg.Kafka.Topic).Scan(&recorded); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("read the recorded partition count: %w", err)
+	recorded, _, err := fence.RecordedCount(ctx, e.pool, e.cfg.Kafka.Topic)
+	if err != nil {
+		return err
 	}
 	cur = max(cur, recorded)
 	if n < cur {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,7 +95,8 @@ func Check(ctx context.Context, q Querier, tok Token) error {
 
 // Resize records a new partition count for topic and bumps every
 // generation, so no writer from before the resize can write. Run it only
-// after the processors were drained (see the README's "Resizing the topic").
+// after the processors were drained (see "Resizing the topic" in
+// docs/operations.md).
 func Resize(ctx context.Context, pool *pgxpool.Pool, topic string, partitions int) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
@@ -107,6 +109,49 @@ ON CONFLICT (topic) DO UPDATE SET partition_count = EXCLUDED.partition_count, re
 		}
 		return nil
 	})
+}
+
+// Partition is one partition's fence as `hookyard fence status` shows it.
+type Partition struct {
+	Partition  int32     `json:"partition"`
+	Generation int64     `json:"generation"`
+	Owner      string    `json:"owner"`
+	TakenAt    time.Time `json:"taken_at"`
+}
+
+// Partitions lists the fences taken on topic, by partition. A partition
+// nobody took yet has no row, so a fresh topic lists none (a nil slice).
+func Partitions(ctx context.Context, pool *pgxpool.Pool, topic string) ([]Partition, error) {
+	rows, err := pool.Query(ctx, `SELECT partition, generation, owner, taken_at FROM partition_fence WHERE topic = $1 ORDER BY partition`, topic)
+	if err != nil {
+		return nil, fmt.Errorf("list partition fences of %s: %w", topic, err)
+	}
+	var parts []Partition
+	for rows.Next() {
+		var p Partition
+		if err := rows.Scan(&p.Partition, &p.Generation, &p.Owner, &p.TakenAt); err != nil {
+			return nil, fmt.Errorf("list partition fences of %s: %w", topic, err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list partition fences of %s: %w", topic, err)
+	}
+	return parts, nil
+}
+
+// RecordedCount returns the partition count recorded for topic by Register
+// or Resize; ok is false while none is recorded (no processor has seen the
+// topic yet).
+func RecordedCount(ctx context.Context, pool *pgxpool.Pool, topic string) (n int, ok bool, err error) {
+	err = pool.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1`, topic).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read the recorded partition count: %w", err)
+	}
+	return n, true, nil
 }
 
 const checkSQL = `SELECT generation FROM partition_fence WHERE topic = $1 AND partition = $2 FOR SHARE`

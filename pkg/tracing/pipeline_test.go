@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -74,7 +74,7 @@ func inTrace(id trace.TraceID) []sdktrace.ReadOnlySpan {
 }
 
 // tree prints a trace's spans as a tree with their start offsets and
-// durations (the README's example trace comes from here).
+// durations (docs/operations.md's example trace comes from here).
 func tree(spans []sdktrace.ReadOnlySpan) string {
 	sort.Slice(spans, func(i, j int) bool { return spans[i].StartTime().Before(spans[j].StartTime()) })
 	children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
@@ -183,7 +183,7 @@ func TestOneWebhookIsOneTraceFromReceiverToProjectionWrite(t *testing.T) {
 	spans := inTrace(rcv.SpanContext().TraceID())
 	for _, sp := range spans {
 		for _, kv := range sp.Attributes() {
-			require.NotContains(t, kv.Value.Emit(), "cus_payload_only_7f3a", "span %s attribute %s shows the payload", sp.Name(), kv.Key)
+			require.NotContains(t, kv.Value.String(), "cus_payload_only_7f3a", "span %s attribute %s shows the payload", sp.Name(), kv.Key)
 		}
 	}
 	t.Logf("trace of one webhook:\n%s", tree(spans))
