@@ -217,7 +217,7 @@ func (e retryAfterError) RetryAfter() time.Duration { return e.d }
 type refusingFetcher struct{ d time.Duration }
 
 func (f refusingFetcher) Fetch(context.Context, message.Resource) (provider.Fetched, error) {
-	return provider.Fetched{}, fmt.Errorf("fetch: %w", retryAfterError{f.d})
+	return provider.Fetched{}, fmt.Errorf("fetch: %w", retryAfterError(f))
 }
 
 // A provider's 429 reached the provider: it counts as an attempt, and its

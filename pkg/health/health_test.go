@@ -168,11 +168,13 @@ func TestConnectionsBeyondMaxConnsWaitForAFreeSlot(t *testing.T) {
 	t.Parallel()
 	addr, stop := serve(t, health.ServerConfig{MaxConns: 1, IdleTimeout: time.Minute})
 
+	// A request in progress (headers not finished) holds the only slot; an
+	// idle keep-alive would not, the server closes those near the cap.
 	first, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	line, err := healthz(first) // keep-alive: holds the slot
+	_, err = first.Write([]byte("GET /healthz HTTP/1.1\r\n"))
 	require.NoError(t, err)
-	require.Contains(t, line, "200")
+	time.Sleep(100 * time.Millisecond)
 
 	second, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
@@ -191,5 +193,35 @@ func TestConnectionsBeyondMaxConnsWaitForAFreeSlot(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not served after the slot was freed")
 	}
+	require.NoError(t, stop())
+}
+
+// Idle keep-alive connections do not hold slots the server is short of:
+// near the cap they are closed, oldest first, and a new client is served
+// without waiting for the idle timeout.
+func TestIdleKeepAlivesAreClosedNearTheCap(t *testing.T) {
+	t.Parallel()
+	addr, stop := serve(t, health.ServerConfig{MaxConns: 4, IdleTimeout: time.Minute})
+	var idle []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		line, err := healthz(c)
+		require.NoError(t, err)
+		require.Contains(t, line, "200")
+		idle = append(idle, c)
+	}
+	defer func() {
+		for _, c := range idle {
+			_ = c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	line, err := healthz(c)
+	require.NoError(t, err, "a new client is served while idle keep-alives fill the cap")
+	require.Contains(t, line, "200")
 	require.NoError(t, stop())
 }

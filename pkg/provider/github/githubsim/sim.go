@@ -389,30 +389,35 @@ func writeJSON(w http.ResponseWriter, status int, v any) { simhttp.WriteJSON(w, 
 // checkAppJWT checks an App's token as GitHub does: an RS256 JWT signed by
 // the App's key, iss the App's id or client id, not expired, exp at most 10 minutes ahead,
 // iat not in the future. The messages are GitHub's.
+// errJWTUndecodable is GitHub's answer to a token it cannot read, word for word.
+//
+//lint:ignore ST1005 GitHub's own message, capital letter included
+var errJWTUndecodable = errors.New("A JSON web token could not be decoded")
+
 func checkAppJWT(tok string, pub *rsa.PublicKey, issuers []string, now time.Time) error {
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
-		return errors.New("A JSON web token could not be decoded")
+		return errJWTUndecodable
 	}
 	header, err1 := base64.RawURLEncoding.DecodeString(parts[0])
 	claims, err2 := base64.RawURLEncoding.DecodeString(parts[1])
 	sig, err3 := base64.RawURLEncoding.DecodeString(parts[2])
 	if err1 != nil || err2 != nil || err3 != nil {
-		return errors.New("A JSON web token could not be decoded")
+		return errJWTUndecodable
 	}
 	var h struct {
 		Alg string `json:"alg"`
 	}
 	if json.Unmarshal(header, &h) != nil || h.Alg != "RS256" {
-		return errors.New("A JSON web token could not be decoded")
+		return errJWTUndecodable
 	}
 	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if rsa.VerifyPKCS1v15(pub, crypto.SHA256, sum[:], sig) != nil {
-		return errors.New("A JSON web token could not be decoded")
+		return errJWTUndecodable
 	}
 	var c github.AppClaims
 	if json.Unmarshal(claims, &c) != nil {
-		return errors.New("A JSON web token could not be decoded")
+		return errJWTUndecodable
 	}
 	switch {
 	case c.Issuer == "" || !slices.Contains(issuers, c.Issuer):
