@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/effects"
-	"github.com/hookyard/hookyard/pkg/explain"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 )
 
 // Row is one line of the table: an invariant, what was checked, and the

@@ -28,9 +28,9 @@ import (
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/job"
-	"github.com/hookyard/hookyard/pkg/opsapi"
-	"github.com/hookyard/hookyard/pkg/opsmetrics"
+	"github.com/hookyard/hookyard/pkg/ops/api"
+	"github.com/hookyard/hookyard/pkg/ops/job"
+	"github.com/hookyard/hookyard/pkg/ops/metrics"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
 	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
@@ -178,7 +178,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 	// The database-wide gauges (inbox backlog, open actions) are reported by
 	// the reconciler, a single service that does not depend on the
 	// processors being healthy: a backlog must show while they are down.
-	if err := reg.Register(opsmetrics.New(e.pool, e.log, opsmetrics.Config{})); err != nil {
+	if err := reg.Register(metrics.New(e.pool, e.log, metrics.Config{})); err != nil {
 		if !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			e.log.Warn("register database gauges", slog.String("error", err.Error()))
 		}
@@ -218,8 +218,8 @@ func actionsWaiting(cfg *config.Config) map[string]string {
 
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
 func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
-	jobs := opsapi.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
-	return opsapi.New(e.pool, e.log, opsapi.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
+	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
+	return api.New(e.pool, e.log, api.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
 		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs}), jobs
 }
 

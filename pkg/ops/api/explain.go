@@ -1,11 +1,11 @@
-package opsapi
+package api
 
 import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookyard/hookyard/pkg/explain"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 )
 
 // explain answers GET /v1/explain/{provider}/{account}/{environment}/{type}/{id}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
-	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/ops/replay"
 )
 
 // Kinds of jobs.
@@ -84,13 +84,13 @@ type partitionCursor struct {
 
 // ReplayPartitionStep reads at most PartitionStepRecord records per step
 // and resumes at the report's next offset.
-func ReplayPartitionStep(r *partreplay.Replayer) Step {
+func ReplayPartitionStep(r *replay.Replayer) Step {
 	return func(ctx context.Context, params, cursor json.RawMessage) (json.RawMessage, map[string]int64, bool, error) {
 		var p PartitionParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, nil, false, fmt.Errorf("replay partition job params: %w", err)
 		}
-		req := partreplay.Request{Partition: p.Partition, FromOffset: p.FromOffset, Since: p.Since, ToOffset: p.ToOffset}
+		req := replay.Request{Partition: p.Partition, FromOffset: p.FromOffset, Since: p.Since, ToOffset: p.ToOffset}
 		var cur partitionCursor
 		if len(cursor) > 0 && string(cursor) != "null" {
 			if err := json.Unmarshal(cursor, &cur); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/dbtest"
-	"github.com/hookyard/hookyard/pkg/job"
+	"github.com/hookyard/hookyard/pkg/ops/job"
 )
 
 // counter is a job kind that counts to "to" one unit per step, its cursor

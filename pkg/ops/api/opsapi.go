@@ -1,9 +1,14 @@
-// Package opsapi serves the query and operations API (default
+// Package api serves the query and operations API (default
 // 127.0.0.1:8081): projections and access decisions for applications, and
 // for operators the history behind a state, the dead list, dead external
-// actions, replays and payload purges. Every /v1 route requires the bearer token; it never writes
-// a projection itself — replays go down the same outbox → Kafka path.
-package opsapi
+// actions, replays and payload purges. It owns the routes, their scopes and
+// their JSON; no table: every read and write goes through the package that
+// owns the table (inbox, projection, action, job).
+//
+// Every /v1 route requires the bearer token. It must never write a
+// projection itself — replays go down the same outbox → Kafka path — and
+// never hold SQL of its own.
+package api
 
 import (
 	"context"
@@ -23,8 +28,8 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
 

@@ -1,4 +1,4 @@
-package partreplay_test
+package replay_test
 
 import (
 	"encoding/json"
@@ -14,7 +14,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
-	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -92,9 +92,9 @@ FROM outbox ORDER BY id`)
 
 func i64(v int64) *int64 { return &v }
 
-func newReplayer(t *testing.T, pool *pgxpool.Pool, kc *kafkatest.Cluster) *partreplay.Replayer {
+func newReplayer(t *testing.T, pool *pgxpool.Pool, kc *kafkatest.Cluster) *replay.Replayer {
 	t.Helper()
-	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kc.Topic, IdleTimeout: 5 * time.Second})
+	r, err := replay.New(pool, pipelinetest.Logger(t), replay.Config{Brokers: kc.Brokers, Topic: kc.Topic, IdleTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	return r
 }
@@ -121,11 +121,11 @@ func TestReplayReadsOnlyItsRangeAndSaysWhatItSkipped(t *testing.T) {
 	)
 	produce(t, kc, 0, time.Time{}, eventMsg(t, "e2", "sub_e2"))
 
-	rep, err := newReplayer(t, pool, kc).Replay(t.Context(), partreplay.Request{Partition: 1, FromOffset: i64(1), ToOffset: i64(9)})
+	rep, err := newReplayer(t, pool, kc).Replay(t.Context(), replay.Request{Partition: 1, FromOffset: i64(1), ToOffset: i64(9)})
 	require.NoError(t, err)
-	require.Equal(t, partreplay.Report{Topic: kc.Topic, Partition: 1, Partitions: 3, StartOffset: 1, EndOffset: 9, NextOffset: 9,
+	require.Equal(t, replay.Report{Topic: kc.Topic, Partition: 1, Partitions: 3, StartOffset: 1, EndOffset: 9, NextOffset: 9,
 		Complete: true, Read: 8, Replayed: 3, ReplayedEvents: 2, ReplayedOther: 1,
-		Skipped: map[string]int{partreplay.SkipUndecodable: 1, partreplay.SkipDuplicate: 2, inbox.SkipNotInInbox: 1, inbox.SkipIgnored: 1}}, rep)
+		Skipped: map[string]int{replay.SkipUndecodable: 1, replay.SkipDuplicate: 2, inbox.SkipNotInInbox: 1, inbox.SkipIgnored: 1}}, rep)
 	require.ElementsMatch(t, []string{"e1", "e0", "check:sub_chk"}, outboxEvents(t, pool))
 	for id, want := range map[string]string{"e0": inbox.StatusPending, "e1": inbox.StatusPending, "e2": inbox.StatusProcessed,
 		"e3": inbox.StatusProcessed, "e_ign": inbox.StatusIgnored} {
@@ -152,7 +152,7 @@ func TestReplayStopsAtTheHighWatermarkOrTheLimit(t *testing.T) {
 	produce(t, kc, 0, time.Time{}, eventMsg(t, "a", "sub_a"), eventMsg(t, "b", "sub_b"), eventMsg(t, "c", "sub_c"))
 	r := newReplayer(t, pool, kc)
 
-	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(0), Limit: 2})
+	rep, err := r.Replay(t.Context(), replay.Request{Partition: 0, FromOffset: i64(0), Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Read)
 	require.Equal(t, 2, rep.Replayed)
@@ -161,19 +161,19 @@ func TestReplayStopsAtTheHighWatermarkOrTheLimit(t *testing.T) {
 	require.False(t, rep.Complete)
 	require.Equal(t, []string{"a", "b"}, outboxEvents(t, pool))
 
-	rep, err = r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(rep.NextOffset)})
+	rep, err = r.Replay(t.Context(), replay.Request{Partition: 0, FromOffset: i64(rep.NextOffset)})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Read)
 	require.True(t, rep.Complete)
 	require.EqualValues(t, 3, rep.NextOffset)
 
 	// A from-offset past the end reads nothing and says so.
-	rep, err = r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(40)})
+	rep, err = r.Replay(t.Context(), replay.Request{Partition: 0, FromOffset: i64(40)})
 	require.NoError(t, err)
 	require.Equal(t, 0, rep.Read)
 	require.True(t, rep.Complete)
 	// An empty partition too, without waiting for records.
-	rep, err = r.Replay(t.Context(), partreplay.Request{Partition: 1, FromOffset: i64(0)})
+	rep, err = r.Replay(t.Context(), replay.Request{Partition: 1, FromOffset: i64(0)})
 	require.NoError(t, err)
 	require.Equal(t, 0, rep.Read)
 	require.EqualValues(t, 0, rep.EndOffset)
@@ -191,13 +191,13 @@ func TestReplaySinceStartsAtTheFirstRecordPublishedAfterIt(t *testing.T) {
 	produce(t, kc, 0, base.Add(20*time.Minute), eventMsg(t, "new", "sub_new"))
 	r := newReplayer(t, pool, kc)
 
-	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, Since: base.Add(5 * time.Minute)})
+	rep, err := r.Replay(t.Context(), replay.Request{Partition: 0, Since: base.Add(5 * time.Minute)})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, rep.StartOffset)
 	require.Equal(t, 2, rep.Read)
 	require.Equal(t, []string{"mid", "new"}, outboxEvents(t, pool))
 
-	rep, err = r.Replay(t.Context(), partreplay.Request{Partition: 0, Since: time.Now().Add(time.Minute)})
+	rep, err = r.Replay(t.Context(), replay.Request{Partition: 0, Since: time.Now().Add(time.Minute)})
 	require.NoError(t, err)
 	require.Equal(t, 0, rep.Read, "nothing was published after a time in the future")
 	require.True(t, rep.Complete)
@@ -210,10 +210,10 @@ func TestReplayRefusesInvalidRequestsNamingTheField(t *testing.T) {
 	r := newReplayer(t, pool, kc)
 	ctx := t.Context()
 
-	_, err := r.Replay(ctx, partreplay.Request{Partition: 4, FromOffset: i64(0)})
-	require.ErrorIs(t, err, partreplay.ErrInvalid)
+	_, err := r.Replay(ctx, replay.Request{Partition: 4, FromOffset: i64(0)})
+	require.ErrorIs(t, err, replay.ErrInvalid)
 	require.ErrorContains(t, err, "partition 4 is out of range: topic "+kc.Topic+" has 4 partitions (0-3)")
-	for msg, req := range map[string]partreplay.Request{
+	for msg, req := range map[string]replay.Request{
 		"from-offset or a since time":      {Partition: 0},
 		"not both":                         {Partition: 0, FromOffset: i64(0), Since: time.Now()},
 		"partition must be 0 or more":      {Partition: -1, FromOffset: i64(0)},
@@ -222,15 +222,15 @@ func TestReplayRefusesInvalidRequestsNamingTheField(t *testing.T) {
 		"limit must be":                    {Partition: 0, FromOffset: i64(0), Limit: -1},
 	} {
 		_, err := r.Replay(ctx, req)
-		require.ErrorIs(t, err, partreplay.ErrInvalid, msg)
+		require.ErrorIs(t, err, replay.ErrInvalid, msg)
 		require.ErrorContains(t, err, msg)
 	}
-	other, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: "no.such.topic"})
+	other, err := replay.New(pool, pipelinetest.Logger(t), replay.Config{Brokers: kc.Brokers, Topic: "no.such.topic"})
 	require.NoError(t, err)
-	_, err = other.Replay(ctx, partreplay.Request{Partition: 0, FromOffset: i64(0)})
-	require.ErrorIs(t, err, partreplay.ErrUnknownTopic)
+	_, err = other.Replay(ctx, replay.Request{Partition: 0, FromOffset: i64(0)})
+	require.ErrorIs(t, err, replay.ErrUnknownTopic)
 
-	_, err = partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Topic: kc.Topic})
+	_, err = replay.New(pool, pipelinetest.Logger(t), replay.Config{Topic: kc.Topic})
 	require.ErrorContains(t, err, "Brokers is required")
 }
 
@@ -258,17 +258,17 @@ END $$;
 CREATE TRIGGER refuse_e3 BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_e3();`)
 	require.NoError(t, err)
 
-	r, err := partreplay.New(pool, pipelinetest.Logger(t), partreplay.Config{Brokers: kc.Brokers, Topic: kc.Topic,
+	r, err := replay.New(pool, pipelinetest.Logger(t), replay.Config{Brokers: kc.Brokers, Topic: kc.Topic,
 		IdleTimeout: 5 * time.Second, BatchSize: 2})
 	require.NoError(t, err)
-	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(0)})
+	rep, err := r.Replay(t.Context(), replay.Request{Partition: 0, FromOffset: i64(0)})
 	require.Error(t, err)
 	require.False(t, rep.Complete)
 	require.LessOrEqual(t, rep.NextOffset, int64(3), "resume no later than e3, which was never written")
 
 	_, err = pool.Exec(t.Context(), `DROP TRIGGER refuse_e3 ON outbox`)
 	require.NoError(t, err)
-	rep, err = r.Replay(t.Context(), partreplay.Request{Partition: 0, FromOffset: i64(rep.NextOffset)})
+	rep, err = r.Replay(t.Context(), replay.Request{Partition: 0, FromOffset: i64(rep.NextOffset)})
 	require.NoError(t, err)
 	require.True(t, rep.Complete)
 	require.ElementsMatch(t, ids, outboxEvents(t, pool), "every event replayed once over the two runs")

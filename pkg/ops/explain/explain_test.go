@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
-	"github.com/hookyard/hookyard/pkg/explain"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"

@@ -1,4 +1,4 @@
-package opsmetrics
+package metrics
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-// Package opsmetrics reports the database-wide gauges an operator alerts on:
+// Package metrics reports the database-wide gauges an operator alerts on:
 // the inbox backlog (how old its oldest unfinished event is, how many events
 // are pending, retrying or dead) and the external actions not sent yet (by
 // status, and how long the oldest one still to be sent has waited).
@@ -7,7 +7,7 @@
 // timeout, through partial indexes that hold only unfinished rows. The
 // package only reads; a slow or unreachable database makes the scrape report
 // hookyard_db_gauges_up 0 instead of failing the whole /metrics page.
-package opsmetrics
+package metrics
 
 import (
 	"cmp"

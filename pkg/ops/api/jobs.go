@@ -1,4 +1,4 @@
-package opsapi
+package api
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookyard/hookyard/pkg/job"
-	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/ops/job"
+	"github.com/hookyard/hookyard/pkg/ops/replay"
 )
 
 // NewJobs returns the runner of the API's long operations: purges and
@@ -24,7 +24,7 @@ func NewJobs(pool *pgxpool.Pool, log *slog.Logger, brokers []string, topic strin
 		job.KindPurge:          job.PurgeStep(pool),
 		job.KindReplayResource: job.ReplayResourceStep(pool),
 	}
-	if r, err := partreplay.New(pool, log, partreplay.Config{Brokers: brokers, Topic: topic}); err == nil {
+	if r, err := replay.New(pool, log, replay.Config{Brokers: brokers, Topic: topic}); err == nil {
 		steps[job.KindReplayPartition] = job.ReplayPartitionStep(r)
 	}
 	return job.New(pool, log, job.Config{Steps: steps})

@@ -1,4 +1,4 @@
-// Package partreplay reprocesses one partition of the events topic from an
+// Package replay reprocesses one partition of the events topic from an
 // offset or a point in time, while the consumer group keeps running.
 //
 // It reads the partition's records directly (assigned partition, no group,
@@ -14,4 +14,4 @@
 // partitions it has no business with. Replaying old events is harmless
 // because versioned writes only move forward and hints re-fetch the current
 // state.
-package partreplay
+package replay

@@ -1,4 +1,4 @@
-package partreplay_test
+package replay_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
-	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
@@ -157,9 +157,9 @@ func TestReplayPartitionFromAnOffsetReprocessesItsEventsAndNothingMovesBack(t *t
 	gens := generations(t, p)
 	require.Len(t, gens, 4)
 
-	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
+	r, err := replay.New(p.Pool, p.Log, replay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
 	require.NoError(t, err)
-	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: target, FromOffset: &from})
+	rep, err := r.Replay(t.Context(), replay.Request{Partition: target, FromOffset: &from})
 	require.NoError(t, err)
 	// Exactly the records that were there at the start, although the relay
 	// appends the replays to this very partition meanwhile.
@@ -236,9 +236,9 @@ func TestReplayPartitionSinceATimeReprocessesOnlyLaterEvents(t *testing.T) {
 			target = part
 		}
 	}
-	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
+	r, err := replay.New(p.Pool, p.Log, replay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
 	require.NoError(t, err)
-	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: target, Since: since})
+	rep, err := r.Replay(t.Context(), replay.Request{Partition: target, Since: since})
 	require.NoError(t, err)
 	require.Equal(t, len(parts[target])/2, rep.ReplayedEvents, "%+v", rep)
 
@@ -296,9 +296,9 @@ func TestReplayPartitionSendsChecksBackAsChecks(t *testing.T) {
 	require.Len(t, recs, 1)
 	p.Sim.Put(stripeSub("sub_chk", "canceled"))
 
-	r, err := partreplay.New(p.Pool, p.Log, partreplay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
+	r, err := replay.New(p.Pool, p.Log, replay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic})
 	require.NoError(t, err)
-	rep, err := r.Replay(t.Context(), partreplay.Request{Partition: recs[0].Partition, FromOffset: &recs[0].Offset})
+	rep, err := r.Replay(t.Context(), replay.Request{Partition: recs[0].Partition, FromOffset: &recs[0].Offset})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.ReplayedOther, "%+v", rep)
 	p.Eventually(func() bool { return fetched() == 2 }, "replayed check fetched again")

@@ -1,4 +1,4 @@
-package opsapi_test
+package api_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
-	"github.com/hookyard/hookyard/pkg/explain"
-	"github.com/hookyard/hookyard/pkg/opsapi"
+	"github.com/hookyard/hookyard/pkg/ops/api"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 )
 
 // seedActions records three paid invoices of sub_1 and their receipts: one
@@ -39,7 +39,7 @@ func TestActionsListedShownAndReplayedOverTheAPI(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	seedActions(t, s.Pool)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token,
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token,
 		ActionsWaiting: map[string]string{effects.KindReceipt: effects.ReasonNoURL}}))
 	t.Cleanup(srv.Close)
 

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/dbtest"
-	"github.com/hookyard/hookyard/pkg/explain"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 )

@@ -1,4 +1,4 @@
-package opsapi_test
+package api_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
-	"github.com/hookyard/hookyard/pkg/opsapi"
+	"github.com/hookyard/hookyard/pkg/ops/api"
 	"github.com/hookyard/hookyard/pkg/stripesim"
 )
 
@@ -34,7 +34,7 @@ func do(t *testing.T, method, url, token string) (int, map[string]any) {
 func TestOpsAPIRequiresBearerToken(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: "secret-token"}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: "secret-token"}))
 	t.Cleanup(srv.Close)
 	for _, tok := range []string{"", "wrong", "secret-toke"} {
 		code, _ := do(t, http.MethodGet, srv.URL+"/v1/access/stripe/a/test/sub_1", tok)
@@ -94,7 +94,7 @@ func mustPut(p *pipelinetest.Pipeline, id, status string) any {
 func TestParkedEndpointListsParkedProjections(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: "tok"}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: "tok"}))
 	t.Cleanup(srv.Close)
 	_, err := s.Pool.Exec(context.Background(), `
 INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,

@@ -1,4 +1,4 @@
-package partreplay
+package replay
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package opsapi_test
+package api_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
-	"github.com/hookyard/hookyard/pkg/opsapi"
+	"github.com/hookyard/hookyard/pkg/ops/api"
 )
 
 // GET /v1/explain/... answers the resource's timeline as JSON, only with the
@@ -37,7 +37,7 @@ INSERT INTO projection_history (provider, source_account, environment, resource_
 VALUES ('stripe', 'acct_x', 'live', 'subscription', 'sub_1', 'evt_1', 'fetched', 'active', 3, '', false)`)
 	require.NoError(t, err)
 
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: "tok"}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: "tok"}))
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/explain/stripe/acct_x/live/subscription/sub_1"
 	for _, tok := range []string{"", "wrong", "to"} {

@@ -1,4 +1,4 @@
-package opsmetrics_test
+package metrics_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/opsmetrics"
+	"github.com/hookyard/hookyard/pkg/ops/metrics"
 )
 
 func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
@@ -54,7 +54,7 @@ func TestGaugesFollowInboxAndActions(t *testing.T) {
 	s := dbtest.New(t)
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(opsmetrics.New(s.Pool, pipelinetest.Logger(t), opsmetrics.Config{}))
+	reg.MustRegister(metrics.New(s.Pool, pipelinetest.Logger(t), metrics.Config{}))
 
 	g := gauges(t, reg)
 	require.Equal(t, 1.0, g["hookyard_db_gauges_up"])
@@ -116,7 +116,7 @@ func TestGaugesReportDownInsteadOfFailingTheScrape(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(opsmetrics.New(s.Pool, pipelinetest.Logger(t), opsmetrics.Config{Timeout: time.Second}))
+	reg.MustRegister(metrics.New(s.Pool, pipelinetest.Logger(t), metrics.Config{Timeout: time.Second}))
 	s.Pool.Close()
 	g := gauges(t, reg)
 	require.Equal(t, map[string]float64{"hookyard_db_gauges_up": 0}, g)

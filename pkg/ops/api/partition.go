@@ -1,4 +1,4 @@
-package opsapi
+package api
 
 import (
 	"errors"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookyard/hookyard/pkg/job"
-	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/ops/job"
+	"github.com/hookyard/hookyard/pkg/ops/replay"
 )
 
 // partitionRequest is the body of POST /v1/replay/partition.
@@ -39,9 +39,9 @@ func (a *api) replayPartition(c echo.Context) error {
 	j, err := a.jobs.Start(c.Request().Context(), job.KindReplayPartition, job.PartitionParams{Partition: *body.Partition,
 		FromOffset: body.FromOffset, Since: t, ToOffset: body.ToOffset, Limit: body.Limit})
 	switch {
-	case errors.Is(err, partreplay.ErrInvalid):
+	case errors.Is(err, replay.ErrInvalid):
 		return fail(c, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.Is(err, partreplay.ErrUnknownTopic):
+	case errors.Is(err, replay.ErrUnknownTopic):
 		return fail(c, http.StatusServiceUnavailable, "unknown_topic", err.Error())
 	case errors.Is(err, job.ErrUnknownKind):
 		return fail(c, http.StatusServiceUnavailable, "kafka_not_configured", "this API was started without Kafka brokers and topic")

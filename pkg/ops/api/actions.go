@@ -1,4 +1,4 @@
-package opsapi
+package api
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package opsapi_test
+package api_test
 
 import (
 	"bytes"
@@ -16,10 +16,10 @@ import (
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/job"
 	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
-	"github.com/hookyard/hookyard/pkg/opsapi"
+	"github.com/hookyard/hookyard/pkg/ops/api"
+	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -93,7 +93,7 @@ func seedDeadEvents(t *testing.T, pool *pgxpool.Pool) {
 func TestDeadRoutesRequireTheBearerToken(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(srv.Close)
 	for _, tok := range []string{"", "wrong"} {
 		require.Equal(t, http.StatusUnauthorized, send(t, http.MethodGet, srv.URL+"/v1/dead", tok, nil, nil))
@@ -110,7 +110,7 @@ func TestListDeadRouteFiltersLikeTheCommand(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	seedDeadEvents(t, s.Pool)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(srv.Close)
 
 	for query, f := range map[string]inbox.DeadFilter{
@@ -156,10 +156,10 @@ func TestShowDeadRouteGivesTheEventItsPayloadAndItsHistory(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	seedDeadEvents(t, s.Pool)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(srv.Close)
 
-	var got opsapi.DeadEvent
+	var got api.DeadEvent
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/dead/stripe/acct_a/test/evt_2?payload=true", token, nil, &got))
 	require.Equal(t, inbox.StatusDead, got.Event.Status)
 	require.Equal(t, "customer.subscription.updated", got.Event.EventType)
@@ -168,9 +168,9 @@ func TestShowDeadRouteGivesTheEventItsPayloadAndItsHistory(t *testing.T) {
 	require.Equal(t, "fetch_failed", got.History[0].Outcome)
 	require.Equal(t, "stripe answered 500", got.History[0].Detail)
 
-	want, err := opsapi.ShowEvent(t.Context(), s.Pool, stripeKey("evt_2"), false)
+	want, err := api.ShowEvent(t.Context(), s.Pool, stripeKey("evt_2"), false)
 	require.NoError(t, err)
-	got = opsapi.DeadEvent{}
+	got = api.DeadEvent{}
 	send(t, http.MethodGet, srv.URL+"/v1/dead/stripe/acct_a/test/evt_2", token, nil, &got)
 	require.Empty(t, got.Event.Payload)
 	require.Equal(t, want.Event.EventID, got.Event.EventID)
@@ -183,7 +183,7 @@ func TestReplayDeadRouteReplaysOneOrAFilteredSetAndRefusesALiveEvent(t *testing.
 	t.Parallel()
 	s := dbtest.New(t)
 	seedDeadEvents(t, s.Pool)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/dead/replay"
 	status := func(k inbox.Key) string {
@@ -244,7 +244,7 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, cl.ProduceSync(t.Context(), &kgo.Record{Partition: 1, Value: b}).FirstErr())
 	}
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token, Brokers: kc.Brokers, Topic: kc.Topic}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token, Brokers: kc.Brokers, Topic: kc.Topic}))
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/v1/replay/partition"
 
@@ -274,7 +274,7 @@ func TestReplayPartitionRouteAnswersTheReplayReport(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, send(t, http.MethodPost, url, token, map[string]any{"partition": 1, "since": "1h"}, &got))
 	require.Equal(t, int64(3), got.Job.Progress["read"])
 
-	bare := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	bare := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(bare.Close)
 	require.Equal(t, http.StatusServiceUnavailable, send(t, http.MethodPost, bare.URL+"/v1/replay/partition", token, map[string]any{"partition": 0, "from_offset": 0}, nil))
 }
@@ -286,14 +286,14 @@ func TestOpsAPIRefusesOutOfBoundsRequests(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	seedDeadEvents(t, s.Pool)
-	srv := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{Token: token}))
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(srv.Close)
 	for _, q := range []string{"?since=-2h", "?since=0s", "?since=1960-01-01T00:00:00Z", "?since=2999-01-01T00:00:00Z",
-		fmt.Sprintf("?limit=%d", opsapi.MaxLimit+1)} {
+		fmt.Sprintf("?limit=%d", api.MaxLimit+1)} {
 		require.Equal(t, http.StatusBadRequest, send(t, http.MethodGet, srv.URL+"/v1/dead"+q, token, nil, nil), q)
 	}
 	require.Equal(t, http.StatusBadRequest,
-		send(t, http.MethodPost, srv.URL+"/v1/dead/replay", token, map[string]any{"limit": opsapi.MaxLimit + 1}, nil))
+		send(t, http.MethodPost, srv.URL+"/v1/dead/replay", token, map[string]any{"limit": api.MaxLimit + 1}, nil))
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/dead?since=24h", token, nil, nil))
 	// Every list and filtered replay reads limit and since the same way and
 	// names what was wrong.
@@ -301,7 +301,7 @@ func TestOpsAPIRefusesOutOfBoundsRequests(t *testing.T) {
 		Error struct{ Code string } `json:"error"`
 	}
 	for _, path := range []string{"/v1/dead", "/v1/actions", "/v1/parked"} {
-		for _, q := range []string{"?limit=0", "?limit=abc", "?limit=-1", fmt.Sprintf("?limit=%d", opsapi.MaxLimit+1)} {
+		for _, q := range []string{"?limit=0", "?limit=abc", "?limit=-1", fmt.Sprintf("?limit=%d", api.MaxLimit+1)} {
 			var e apiError
 			require.Equal(t, http.StatusBadRequest, send(t, http.MethodGet, srv.URL+path+q, token, nil, &e), path+q)
 			require.Equal(t, "bad_limit", e.Error.Code, path+q)
@@ -321,7 +321,7 @@ func TestOpsAPIRefusesOutOfBoundsRequests(t *testing.T) {
 		require.Equal(t, "bad_since", e.Error.Code, path)
 	}
 
-	open := httptest.NewServer(opsapi.New(s.Pool, pipelinetest.Logger(t), opsapi.Config{}))
+	open := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{}))
 	t.Cleanup(open.Close)
 	req, err := http.NewRequest(http.MethodGet, open.URL+"/v1/dead", nil)
 	require.NoError(t, err)
