@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/health"
@@ -211,7 +212,7 @@ func (e *env) effects() (*effects.Sender, error) {
 // being sent, for explain and `actions show`.
 func actionsWaiting(cfg *config.Config) map[string]string {
 	if cfg.Effects.ReceiptURL == "" {
-		return map[string]string{effects.KindReceipt: effects.ReasonNoURL}
+		return map[string]string{action.KindReceipt: effects.ReasonNoURL}
 	}
 	return nil
 }

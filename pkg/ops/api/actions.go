@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/pkg/action"
 )
 
 // actionsRequest is the body of POST /v1/actions/replay: an action's key
@@ -22,12 +22,12 @@ type actionsRequest struct {
 	Limit       int    `json:"limit"`
 }
 
-func (r actionsRequest) filter(status string) (effects.Filter, error) {
+func (r actionsRequest) filter(status string) (action.Filter, error) {
 	t, err := parseSince(r.Since)
 	if err != nil {
-		return effects.Filter{}, err
+		return action.Filter{}, err
 	}
-	return effects.Filter{Status: status, Provider: r.Provider, SourceAccount: r.Account, Environment: r.Environment,
+	return action.Filter{Status: status, Provider: r.Provider, SourceAccount: r.Account, Environment: r.Environment,
 		Kind: r.Kind, Since: t, Limit: r.Limit}, nil
 }
 
@@ -43,28 +43,28 @@ func (a *api) listActions(c echo.Context) error {
 	if err != nil {
 		return badSince(c)
 	}
-	rows, err := effects.List(c.Request().Context(), a.pool, f)
+	rows, err := action.List(c.Request().Context(), a.pool, f)
 	if err != nil {
 		return a.internal(c, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"actions": rows, "count": len(rows)})
 }
 
-func actionKey(c echo.Context) effects.Key {
-	return effects.Key{Provider: c.Param("provider"), SourceAccount: c.Param("account"), Environment: c.Param("environment"),
+func actionKey(c echo.Context) action.Key {
+	return action.Key{Provider: c.Param("provider"), SourceAccount: c.Param("account"), Environment: c.Param("environment"),
 		SubjectID: c.Param("subject"), Kind: c.Param("kind")}
 }
 
 // showAction: GET /v1/actions/{provider}/{account}/{environment}/{subject}/{kind}
 func (a *api) showAction(c echo.Context) error {
-	sh, err := effects.Show(c.Request().Context(), a.pool, actionKey(c))
-	if errors.Is(err, effects.ErrNotFound) {
+	sh, err := action.Show(c.Request().Context(), a.pool, actionKey(c))
+	if errors.Is(err, action.ErrNotFound) {
 		return fail(c, http.StatusNotFound, "not_found", "no such action")
 	}
 	if err != nil {
 		return a.internal(c, err)
 	}
-	if sh.Action.Status == effects.StatusPending {
+	if sh.Action.Status == action.StatusPending {
 		sh.Waiting = a.cfg.ActionsWaiting[sh.Action.Kind]
 	}
 	return c.JSON(http.StatusOK, sh)
@@ -84,12 +84,12 @@ func (a *api) replayActions(c echo.Context) error {
 		if req.Since != "" || req.Limit != 0 {
 			return fail(c, http.StatusBadRequest, "bad_key", "give an action's key or filters, not both")
 		}
-		k := effects.Key{Provider: req.Provider, SourceAccount: req.Account, Environment: req.Environment, SubjectID: req.Subject, Kind: req.Kind}
-		err := effects.ReplayDead(ctx, a.pool, k)
+		k := action.Key{Provider: req.Provider, SourceAccount: req.Account, Environment: req.Environment, SubjectID: req.Subject, Kind: req.Kind}
+		err := action.ReplayDead(ctx, a.pool, k)
 		switch {
-		case errors.Is(err, effects.ErrNotFound):
+		case errors.Is(err, action.ErrNotFound):
 			return fail(c, http.StatusNotFound, "not_found", "no such action")
-		case errors.Is(err, effects.ErrNotDead):
+		case errors.Is(err, action.ErrNotDead):
 			return fail(c, http.StatusConflict, "not_dead", err.Error()+"; only dead actions are replayed")
 		case err != nil:
 			return a.internal(c, err)
@@ -100,11 +100,11 @@ func (a *api) replayActions(c echo.Context) error {
 	if req.Limit < 0 || req.Limit > MaxLimit {
 		return badLimit(c)
 	}
-	f, err := req.filter(effects.StatusDead)
+	f, err := req.filter(action.StatusDead)
 	if err != nil {
 		return badSince(c)
 	}
-	n, err := effects.ReplayDeadMatching(ctx, a.pool, f)
+	n, err := action.ReplayDeadMatching(ctx, a.pool, f)
 	if err != nil {
 		return a.internal(c, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/ops/api"
 	"github.com/hookyard/hookyard/pkg/ops/explain"
@@ -40,13 +41,13 @@ func TestActionsListedShownAndReplayedOverTheAPI(t *testing.T) {
 	s := dbtest.New(t)
 	seedActions(t, s.Pool)
 	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token,
-		ActionsWaiting: map[string]string{effects.KindReceipt: effects.ReasonNoURL}}))
+		ActionsWaiting: map[string]string{action.KindReceipt: effects.ReasonNoURL}}))
 	t.Cleanup(srv.Close)
 
 	require.Equal(t, http.StatusUnauthorized, send(t, http.MethodGet, srv.URL+"/v1/actions", "", nil, nil))
 	var l struct {
-		Actions []effects.Action `json:"actions"`
-		Count   int              `json:"count"`
+		Actions []action.Action `json:"actions"`
+		Count   int             `json:"count"`
 	}
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/actions?provider=stripe&since=1h", token, nil, &l))
 	require.Equal(t, 1, l.Count)
@@ -56,7 +57,7 @@ func TestActionsListedShownAndReplayedOverTheAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/actions?status=pending", token, nil, &l))
 	require.Equal(t, "in_pending", l.Actions[0].SubjectID)
 
-	var sh effects.Shown
+	var sh action.Shown
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/actions/stripe/acct_a/test/in_pending/receipt", token, nil, &sh))
 	require.Equal(t, effects.ReasonNoURL, sh.Waiting)
 	require.NotNil(t, sh.Fact)
@@ -75,7 +76,7 @@ func TestActionsListedShownAndReplayedOverTheAPI(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, send(t, http.MethodPost, srv.URL+"/v1/actions/replay", token, key("in_dead"), &rep))
 	require.Equal(t, 1, rep.Replayed)
 	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/actions/stripe/acct_a/test/in_dead/receipt", token, nil, &sh))
-	require.Equal(t, effects.StatusPending, sh.Action.Status)
+	require.Equal(t, action.StatusPending, sh.Action.Status)
 	require.Equal(t, http.StatusAccepted, send(t, http.MethodPost, srv.URL+"/v1/actions/replay", token, map[string]any{"kind": "receipt"}, &rep))
 	require.Zero(t, rep.Replayed, "nothing dead is left")
 

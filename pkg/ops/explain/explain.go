@@ -27,8 +27,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/pkg/access"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
@@ -94,7 +94,7 @@ type Timeline struct {
 // ActionEntry is an external action and, while it is pending, why it is
 // not being sent when that is known.
 type ActionEntry struct {
-	effects.Action
+	action.Action
 	Waiting string `json:"waiting,omitempty"`
 }
 
@@ -167,14 +167,14 @@ func Build(ctx context.Context, pool *pgxpool.Pool, r message.Resource, opts Opt
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	t.Entries, t.Truncated = merge(events, hist, opts.Limit)
-	acts, err := effects.ForResource(ctx, pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, opts.Limit)
+	acts, err := action.ForResource(ctx, pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, opts.Limit)
 	if err != nil {
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	t.Actions = make([]ActionEntry, 0, len(acts))
 	for _, a := range acts {
 		e := ActionEntry{Action: a}
-		if a.Status == effects.StatusPending {
+		if a.Status == action.StatusPending {
 			e.Waiting = opts.ActionsWaiting[a.Kind]
 		}
 		t.Actions = append(t.Actions, e)

@@ -4,9 +4,12 @@
 // status, and how long the oldest one still to be sent has waited).
 //
 // The values are read from Postgres on each scrape, bounded by a short
-// timeout, through partial indexes that hold only unfinished rows. The
-// package only reads; a slow or unreachable database makes the scrape report
-// hookyard_db_gauges_up 0 instead of failing the whole /metrics page.
+// timeout, through partial indexes that hold only unfinished rows, by the
+// statements of the packages that own those tables (inbox.CountBacklog,
+// action.CountOpen). This package owns the gauges' names and labels, no
+// table and no SQL; it only reads, and a slow or unreachable database makes
+// the scrape report hookyard_db_gauges_up 0 instead of failing the whole
+// /metrics page.
 package metrics
 
 import (
@@ -17,6 +20,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/inbox"
 )
 
 // TimeoutDefault is the default of Config.Timeout.
@@ -65,26 +71,6 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upDesc
 }
 
-// backlogSQL reads the partial index of each status only
-// (webhook_inbox_pending, webhook_inbox_retry_due, webhook_inbox_dead): one
-// equality on status per branch, so each branch's index is the only one
-// that fits. A pending event waits since it was (re-)published: received,
-// or re-enqueued by a retry, replay or requeue (next_attempt_at).
-const backlogSQL = `
-SELECT 'pending', count(*), coalesce(extract(epoch FROM now() - min(coalesce(next_attempt_at, received_at))), 0)::float8
-FROM webhook_inbox WHERE status = 'pending'
-UNION ALL
-SELECT 'retrying', count(*), coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8
-FROM webhook_inbox WHERE status = 'retrying'
-UNION ALL
-SELECT 'dead', count(*), 0 FROM webhook_inbox WHERE status = 'dead'`
-
-// actionsSQL reads action_unsent (and those rows' created_at) only: sent
-// actions, nearly all of them, are never read.
-const actionsSQL = `
-SELECT kind, status, count(*), extract(epoch FROM now() - min(created_at))::float8
-FROM action WHERE status <> 'sent' GROUP BY kind, status`
-
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// Collect gets no context from the registry; the timeout bounds it.
@@ -101,61 +87,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (c *Collector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
 	// Read everything before sending anything, so a failure never leaves a
 	// half-reported scrape.
-	type backlog struct {
-		status string
-		n      int64
-		age    float64
-	}
-	var bl []backlog
-	rows, err := c.pool.Query(ctx, backlogSQL)
+	bl, err := inbox.CountBacklog(ctx, c.pool)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var b backlog
-		if err := rows.Scan(&b.status, &b.n, &b.age); err != nil {
-			rows.Close()
-			return err
-		}
-		bl = append(bl, b)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	type open struct {
-		kind, status string
-		n            int64
-		age          float64
-	}
-	var acts []open
-	rows, err = c.pool.Query(ctx, actionsSQL)
+	acts, err := action.CountOpen(ctx, c.pool)
 	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var a open
-		if err := rows.Scan(&a.kind, &a.status, &a.n, &a.age); err != nil {
-			rows.Close()
-			return err
-		}
-		acts = append(acts, a)
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, b := range bl {
-		ch <- prometheus.MustNewConstMetric(eventsDesc, prometheus.GaugeValue, float64(b.n), b.status)
-		if b.status != "dead" {
-			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, max(b.age, 0), b.status)
+		ch <- prometheus.MustNewConstMetric(eventsDesc, prometheus.GaugeValue, float64(b.Count), b.Status)
+		if b.Status != "dead" {
+			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, max(b.AgeSeconds, 0), b.Status)
 		}
 	}
 	// Every kind the processor records, so the age gauge reads 0 (not
 	// absent) once its backlog is gone.
-	ages := map[string]float64{"receipt": 0}
+	ages := map[string]float64{action.KindReceipt: 0}
 	for _, a := range acts {
-		ch <- prometheus.MustNewConstMetric(actionsDesc, prometheus.GaugeValue, float64(a.n), a.kind, a.status)
-		if a.status != "dead" {
-			ages[a.kind] = max(ages[a.kind], a.age)
+		ch <- prometheus.MustNewConstMetric(actionsDesc, prometheus.GaugeValue, float64(a.Count), a.Kind, a.Status)
+		if a.Status != "dead" {
+			ages[a.Kind] = max(ages[a.Kind], a.AgeSeconds)
 		}
 	}
 	for kind, age := range ages {

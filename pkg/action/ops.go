@@ -1,4 +1,4 @@
-package effects
+package action
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/fact"
 )
 
 // Limits of the operations when a filter sets none.
@@ -84,16 +86,12 @@ func List(ctx context.Context, pool *pgxpool.Pool, f Filter) ([]Action, error) {
 // Shown is one action with the fact it is about (nil when none is
 // recorded) and, while it waits, why.
 type Shown struct {
-	Action Action `json:"action"`
-	Fact   *Fact  `json:"fact"`
+	Action Action     `json:"action"`
+	Fact   *fact.Fact `json:"fact"`
 	// Waiting says why a pending action is not being sent, when that is
 	// known (no URL configured for its kind).
 	Waiting string `json:"waiting,omitempty"`
 }
-
-const factSQL = `
-SELECT fact_type, resource_type, resource_id, event_id, recorded_at, data FROM fact
-WHERE provider = $1 AND source_account = $2 AND environment = $3 AND fact_type = $4 AND fact_id = $5`
 
 // Show reads one action, whatever its status, with its fact. It returns
 // ErrNotFound when there is none.
@@ -112,13 +110,12 @@ WHERE provider = $1 AND source_account = $2 AND environment = $3 AND subject_id 
 		return Shown{}, fmt.Errorf("show action %s: %w", k, err)
 	}
 	out := Shown{Action: a}
-	f := Fact{Provider: k.Provider, SourceAccount: k.SourceAccount, Environment: k.Environment, ID: k.SubjectID}
-	err = pool.QueryRow(ctx, factSQL, k.Provider, k.SourceAccount, k.Environment, factTypes[k.Kind], k.SubjectID).
-		Scan(&f.Type, &f.ResourceType, &f.ResourceID, &f.EventID, &f.RecordedAt, &f.Data)
+	f, err := fact.Get(ctx, pool, fact.Key{Provider: k.Provider, SourceAccount: k.SourceAccount, Environment: k.Environment,
+		Type: factTypes[k.Kind], ID: k.SubjectID})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, fact.ErrNotFound):
 	case err != nil:
-		return Shown{}, fmt.Errorf("show action %s: read fact: %w", k, err)
+		return Shown{}, fmt.Errorf("show action %s: %w", k, err)
 	default:
 		out.Fact = &f
 	}
@@ -174,7 +171,10 @@ func ReplayDeadMatching(ctx context.Context, pool *pgxpool.Pool, f Filter) (int6
 
 // forResourceSQL reads the actions about a resource: those whose subject it
 // is (an invoice), and those about facts recorded for it (the receipts of a
-// subscription's invoices), through the primary key and fact_resource.
+// subscription's invoices), through the primary key and fact_resource. The
+// facts are a subquery of this one statement, not a read through the fact
+// package: which actions to return is decided by that subquery, and one
+// statement reads them at a single snapshot.
 const forResourceSQL = `
 SELECT ` + actionColumns + ` FROM action
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND subject_id = $5
@@ -203,4 +203,34 @@ func limitOr(limit, def int) int {
 		return limit
 	}
 	return def
+}
+
+// Open is how many actions of one kind and status are not sent yet, and how
+// long ago the oldest of them was recorded.
+type Open struct {
+	Kind   string
+	Status string
+	Count  int64
+	// AgeSeconds is the age of the oldest, by the database's clock.
+	AgeSeconds float64
+}
+
+// openSQL reads action_unsent (and those rows' created_at) only: sent
+// actions, nearly all of them, are never read.
+const openSQL = `
+SELECT kind, status, count(*), extract(epoch FROM now() - min(created_at))::float8
+FROM action WHERE status <> 'sent' GROUP BY kind, status`
+
+// CountOpen counts the actions not sent yet, by kind and status, for the
+// gauges of every scrape.
+func CountOpen(ctx context.Context, pool *pgxpool.Pool) ([]Open, error) {
+	rows, err := pool.Query(ctx, openSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Open, error) {
+		var o Open
+		err := row.Scan(&o.Kind, &o.Status, &o.Count, &o.AgeSeconds)
+		return o, err
+	})
 }

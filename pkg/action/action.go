@@ -1,7 +1,6 @@
-package effects
+package action
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -23,6 +22,10 @@ const KindReceipt = "receipt"
 
 // factTypes maps an action kind to the fact it is about.
 var factTypes = map[string]string{KindReceipt: "invoice_paid"}
+
+// FactType is the type of the fact an action of kind is about ("" for an
+// unknown kind).
+func FactType(kind string) string { return factTypes[kind] }
 
 // Sentinel errors.
 var (
@@ -73,29 +76,4 @@ type Action struct {
 	DoneAt *time.Time `json:"done_at,omitempty"`
 	// ClaimedBy is the sender of the latest attempt.
 	ClaimedBy string `json:"claimed_by,omitempty"`
-}
-
-// Fact is the fact an action is about, as the effect's body carries it.
-type Fact struct {
-	Provider      string          `json:"provider"`
-	SourceAccount string          `json:"source_account"`
-	Environment   string          `json:"environment"`
-	Type          string          `json:"type"`
-	ID            string          `json:"id"`
-	ResourceType  string          `json:"resource_type"`
-	ResourceID    string          `json:"resource_id"`
-	EventID       string          `json:"event_id"`
-	RecordedAt    time.Time       `json:"recorded_at"`
-	Data          json.RawMessage `json:"data"`
-}
-
-// Body is the JSON document an effect POSTs.
-type Body struct {
-	// ActionKey is the stable key, also sent as Idempotency-Key.
-	ActionKey string `json:"action_key"`
-	Kind      string `json:"kind"`
-	// Attempt is 1 for the first attempt; a repeat carries the same
-	// ActionKey with a higher Attempt.
-	Attempt int  `json:"attempt"`
-	Fact    Fact `json:"fact"`
 }

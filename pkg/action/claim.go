@@ -1,4 +1,4 @@
-package effects
+package action
 
 import (
 	"context"
@@ -6,22 +6,38 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/fact"
 )
 
-// claimed is an action this sender holds the lease of.
-type claimed struct {
-	key Key
-	// status is sending, or dead when an interrupted attempt was the last
+// Claimed is an action a sender holds the lease of.
+type Claimed struct {
+	Key Key
+	// Status is sending, or dead when an interrupted attempt was the last
 	// one the budget allowed.
-	status string
-	// attempts is this attempt's number and the claim's token.
-	attempts int
-	eventID  string
-	// interrupted: the previous sender's lease expired mid-attempt.
-	interrupted bool
-	fact        *Fact
-	// traceParent is the recording event's W3C traceparent ("" untraced).
-	traceParent string
+	Status string
+	// Attempts is this attempt's number and the claim's token.
+	Attempts int
+	EventID  string
+	// Interrupted: the previous sender's lease expired mid-attempt.
+	Interrupted bool
+	// Fact is the fact the action is about; nil when none is recorded.
+	Fact *fact.Fact
+	// TraceParent is the recording event's W3C traceparent ("" untraced).
+	TraceParent string
+}
+
+// Lease says how a sender claims: the lease it takes, the attempt budget
+// and its name.
+type Lease struct {
+	// For is how long the claim holds an action before another sender may
+	// take it over.
+	For time.Duration
+	// MaxAttempts is how many attempts an action gets (after each replay).
+	MaxAttempts int
+	// SenderID names the sender in claimed_by.
+	SenderID string
 }
 
 // claimSQL picks one kind's due actions through action_due (the status list
@@ -29,6 +45,12 @@ type claimed struct {
 // only sensible plan is a walk of that index stopping at $2 rows), skipping rows
 // another sender is claiming, and takes a lease on them in the same
 // statement. It commits on its own: nothing is held across the requests.
+//
+// The fact each action is about is joined in the same statement rather than
+// read through the fact package afterwards: one statement per claim, one
+// round trip per batch, and the plan that
+// TestClaimPlanWalksTheDueIndexWithoutStatistics holds (a primary-key read
+// of fact per claimed row) stays the claim's.
 //
 // A row still 'sending' whose lease passed was being sent by a sender that
 // died or froze; its attempt may have reached the server, so it is sent
@@ -65,22 +87,23 @@ FROM claimed c
 LEFT JOIN fact f ON c.kind = 'receipt' AND f.provider = c.provider AND f.source_account = c.source_account
     AND f.environment = c.environment AND f.fact_type = 'invoice_paid' AND f.fact_id = c.subject_id`
 
-func (s *Sender) claim(ctx context.Context, kind string, limit int) ([]claimed, error) {
-	lease := (s.cfg.Timeout + s.cfg.LeaseMargin).Milliseconds()
-	rows, err := s.pool.Query(ctx, claimSQL, kind, limit, lease, s.cfg.MaxAttempts, s.cfg.SenderID)
+// Claim takes the lease of up to limit due actions of kind and returns
+// them with their facts.
+func Claim(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Lease) ([]Claimed, error) {
+	rows, err := pool.Query(ctx, claimSQL, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID)
 	if err != nil {
 		return nil, fmt.Errorf("claim due actions: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
-		var c claimed
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
 		var factType, resType, resID, factEvent *string
 		var recorded *time.Time
 		var data []byte
-		err := row.Scan(&c.key.Provider, &c.key.SourceAccount, &c.key.Environment, &c.key.SubjectID, &c.key.Kind,
-			&c.status, &c.attempts, &c.eventID, &c.interrupted, &c.traceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
+		err := row.Scan(&c.Key.Provider, &c.Key.SourceAccount, &c.Key.Environment, &c.Key.SubjectID, &c.Key.Kind,
+			&c.Status, &c.Attempts, &c.EventID, &c.Interrupted, &c.TraceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
 		if err == nil && factType != nil {
-			c.fact = &Fact{Provider: c.key.Provider, SourceAccount: c.key.SourceAccount, Environment: c.key.Environment,
-				Type: *factType, ID: c.key.SubjectID, ResourceType: *resType, ResourceID: *resID, EventID: *factEvent,
+			c.Fact = &fact.Fact{Provider: c.Key.Provider, SourceAccount: c.Key.SourceAccount, Environment: c.Key.Environment,
+				Type: *factType, ID: c.Key.SubjectID, ResourceType: *resType, ResourceID: *resID, EventID: *factEvent,
 				RecordedAt: *recorded, Data: data}
 		}
 		return c, err
@@ -105,21 +128,30 @@ WHERE provider = $1 AND source_account = $2 AND environment = $3 AND subject_id 
   AND status = 'sending' AND attempts = $9
 RETURNING status`
 
-func (s *Sender) settle(ctx context.Context, c claimed, o outcome) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, SettleTimeout)
-	defer cancel()
-	var delay int64
-	if o.status == StatusFailed || o.status == StatusAmbiguous {
-		delay = s.backoff(c.attempts, o.retryAfter).Milliseconds()
-	}
+// Outcome is what one attempt of a claimed action came to.
+type Outcome struct {
+	// Status is sent, failed, ambiguous or dead.
+	Status string
+	// Error is the reason of anything but sent, for last_error.
+	Error string
+	// RetryIn is the delay before the next attempt of a failed or
+	// ambiguous action.
+	RetryIn time.Duration
+}
+
+// Settle records o for c, only while the lease of c is still held, and
+// returns the status written: dead when a retryable outcome used up the
+// attempt budget, "" when the lease was lost (another sender owns the
+// action and writes its outcome).
+func Settle(ctx context.Context, pool *pgxpool.Pool, c Claimed, o Outcome, maxAttempts int) (string, error) {
 	var status string
-	err := s.pool.QueryRow(ctx, settleSQL, c.key.Provider, c.key.SourceAccount, c.key.Environment, c.key.SubjectID, c.key.Kind,
-		o.status, o.err, delay, c.attempts, s.cfg.MaxAttempts).Scan(&status)
+	err := pool.QueryRow(ctx, settleSQL, c.Key.Provider, c.Key.SourceAccount, c.Key.Environment, c.Key.SubjectID, c.Key.Kind,
+		o.Status, o.Error, o.RetryIn.Milliseconds(), c.Attempts, maxAttempts).Scan(&status)
 	if err == pgx.ErrNoRows {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("record outcome of %s: %w", c.key, err)
+		return "", fmt.Errorf("record outcome of %s: %w", c.Key, err)
 	}
 	return status, nil
 }
