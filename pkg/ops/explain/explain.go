@@ -9,8 +9,9 @@
 // receipts of a subscription's paid invoices, or an invoice's own), with
 // their status and, for those waiting, why.
 //
-// It reads webhook_inbox, subscription_projection, projection_history, fact
-// and action and never writes; it must never call a provider.
+// It owns no table: it reads events, projections, history, divergences and
+// actions through the packages that own them (inbox, projection, action).
+// It never writes, holds no SQL of its own, and must never call a provider.
 package explain
 
 import (
@@ -24,11 +25,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
@@ -88,7 +89,7 @@ type Timeline struct {
 	// (up to Limit).
 	Actions []ActionEntry `json:"actions"`
 	// Divergences the reconciler recorded, newest first.
-	Divergences []Divergence `json:"divergences"`
+	Divergences []projection.Divergence `json:"divergences"`
 }
 
 // ActionEntry is an external action and, while it is pending, why it is
@@ -179,7 +180,7 @@ func Build(ctx context.Context, pool *pgxpool.Pool, r message.Resource, opts Opt
 		}
 		t.Actions = append(t.Actions, e)
 	}
-	if t.Divergences, err = readDivergences(ctx, pool, r, opts.Limit); err != nil {
+	if t.Divergences, err = projection.Divergences(ctx, pool, r, opts.Limit); err != nil {
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	return t, nil
@@ -197,34 +198,16 @@ type event struct {
 	created, occurredAt, stamp []byte
 }
 
-// eventsSQL reads the resource's latest events through
-// webhook_inbox_by_resource. The provider's time comes from occurred_at
-// (filled at intake), else, for older rows, from the payload while it is
-// kept: Stripe "created", Chargebee "occurred_at", Standard Webhooks
-// "timestamp".
-const eventsSQL = `
-SELECT event_id, event_type, status, outcome, last_error, resource_version, attempts, next_attempt_at,
-       received_at, occurred_at,
-       CASE WHEN occurred_at IS NULL THEN payload->'created' END,
-       CASE WHEN occurred_at IS NULL THEN payload->'occurred_at' END,
-       CASE WHEN occurred_at IS NULL THEN payload->'timestamp' END
-FROM webhook_inbox
-WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
-ORDER BY received_at DESC LIMIT $6`
-
 func readEvents(ctx context.Context, pool *pgxpool.Pool, r message.Resource, limit int) ([]event, error) {
-	rows, err := pool.Query(ctx, eventsSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, limit)
+	arrivals, err := inbox.Arrivals(ctx, pool, r, limit)
 	if err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (event, error) {
-		var e event
-		err := row.Scan(&e.id, &e.typ, &e.status, &e.outcome, &e.lastErr, &e.version, &e.attempts, &e.nextAttempt,
-			&e.received, &e.occurred, &e.created, &e.occurredAt, &e.stamp)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read events: %w", err)
+	out := make([]event, 0, len(arrivals))
+	for _, a := range arrivals {
+		out = append(out, event{id: a.EventID, typ: a.EventType, status: a.Status, outcome: a.Outcome, lastErr: a.LastError,
+			version: a.Version, attempts: a.Attempts, nextAttempt: a.NextAttemptAt, received: a.ReceivedAt, occurred: a.OccurredAt,
+			created: a.Created, occurredAt: a.PayloadOccurredAt, stamp: a.Timestamp})
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package explain
+package projection
 
 import (
 	"context"
@@ -30,7 +30,9 @@ FROM reconcile_divergence
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ORDER BY first_seen_at DESC, id DESC LIMIT $6`
 
-func readDivergences(ctx context.Context, pool *pgxpool.Pool, r message.Resource, limit int) ([]Divergence, error) {
+// Divergences reads up to limit of the divergences the reconciler recorded
+// for r, newest first.
+func Divergences(ctx context.Context, pool *pgxpool.Pool, r message.Resource, limit int) ([]Divergence, error) {
 	rows, err := pool.Query(ctx, divergencesSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read divergences: %w", err)
