@@ -28,6 +28,8 @@ type Scope struct {
 	Terminal []string
 }
 
+// checkColumns are the outbox columns (key, message) of a reconcile check
+// of the projection in the row: a message.KindCheck under the resource's key.
 const checkColumns = `concat_ws('/', provider, source_account, environment, resource_type, resource_id),
     jsonb_build_object('kind', 'check', 'provider', provider, 'source_account', source_account,
         'environment', environment, 'resource_type', resource_type, 'resource_id', resource_id,
