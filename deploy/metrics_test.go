@@ -21,7 +21,7 @@ import (
 	"github.com/hookyard/hookyard/effects"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/config"
-	"github.com/hookyard/hookyard/pkg/opsmetrics"
+	"github.com/hookyard/hookyard/pkg/ops/metrics"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
 	"github.com/hookyard/hookyard/reconciler"
@@ -108,7 +108,7 @@ func buildRegistered(t *testing.T) (map[string][]string, error) {
 	if _, err := effects.New(pool, log, effects.Config{Registerer: rec}); err != nil {
 		return nil, err
 	}
-	rec.MustRegister(opsmetrics.New(pool, log, opsmetrics.Config{}))
+	rec.MustRegister(metrics.New(pool, log, metrics.Config{}))
 
 	out := map[string][]string{}
 	for _, c := range rec.collectors {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 )
 
@@ -29,13 +30,13 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 		header string
 		want   string
 	}{
-		"in_200": {200, "", effects.StatusSent}, "in_201": {201, "", effects.StatusSent}, "in_204": {204, "", effects.StatusSent},
-		"in_409": {409, "", effects.StatusSent}, "in_409same": {409, "same", effects.StatusSent},
-		"in_409other": {409, "hookyard:other", effects.StatusDead},
-		"in_400":      {400, "", effects.StatusDead}, "in_401": {401, "", effects.StatusDead}, "in_404": {404, "", effects.StatusDead},
-		"in_422": {422, "", effects.StatusDead}, "in_302": {302, "", effects.StatusDead},
-		"in_408": {408, "", effects.StatusFailed}, "in_429": {429, "", effects.StatusFailed},
-		"in_500": {500, "", effects.StatusFailed}, "in_503": {503, "", effects.StatusFailed},
+		"in_200": {200, "", action.StatusSent}, "in_201": {201, "", action.StatusSent}, "in_204": {204, "", action.StatusSent},
+		"in_409": {409, "", action.StatusSent}, "in_409same": {409, "same", action.StatusSent},
+		"in_409other": {409, "hookyard:other", action.StatusDead},
+		"in_400":      {400, "", action.StatusDead}, "in_401": {401, "", action.StatusDead}, "in_404": {404, "", action.StatusDead},
+		"in_422": {422, "", action.StatusDead}, "in_302": {302, "", action.StatusDead},
+		"in_408": {408, "", action.StatusFailed}, "in_429": {429, "", action.StatusFailed},
+		"in_500": {500, "", action.StatusFailed}, "in_503": {503, "", action.StatusFailed},
 	}
 	for inv := range cases {
 		paid(t, s.Pool, inv, "sub_1")
@@ -65,13 +66,13 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 		require.Equal(t, c.want, a.Status, "%s answered %d", inv, c.code)
 		require.Equal(t, 1, a.Attempts)
 		switch c.want {
-		case effects.StatusSent:
+		case action.StatusSent:
 			require.Empty(t, a.LastError)
-		case effects.StatusFailed:
+		case action.StatusFailed:
 			require.Contains(t, a.LastError, "HTTP ")
 			require.NotNil(t, a.NextAttemptAt)
 			require.Greater(t, time.Until(*a.NextAttemptAt), 20*time.Minute, "retry after the backoff")
-		case effects.StatusDead:
+		case action.StatusDead:
 			require.Contains(t, a.LastError, "HTTP ")
 			require.NotNil(t, a.DoneAt)
 		}
@@ -82,8 +83,8 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 	require.Zero(t, n)
 }
 
-func paidKey(invoice string) effects.Key {
-	return effects.Key{Provider: "stripe", SourceAccount: "acct_1", Environment: "test", SubjectID: invoice, Kind: effects.KindReceipt}
+func paidKey(invoice string) action.Key {
+	return action.Key{Provider: "stripe", SourceAccount: "acct_1", Environment: "test", SubjectID: invoice, Kind: action.KindReceipt}
 }
 
 // A refused connection means the request never left: failed (retried), not
@@ -99,27 +100,27 @@ func TestUnreachableReceiptServerRetriesThenDiesAndReplaySendsTheSameKey(t *test
 	url := "http://" + ln.Addr().String()
 	require.NoError(t, ln.Close()) // nothing listens there now
 	snd := newSender(t, s.Pool, url, func(c *effects.Config) { c.MaxAttempts = 3 })
-	sendUntil(t, snd, s.Pool, k, effects.StatusDead)
+	sendUntil(t, snd, s.Pool, k, action.StatusDead)
 	a := show(t, s.Pool, k)
 	require.Equal(t, 3, a.Attempts)
 	require.Contains(t, a.LastError, "not sent")
 
-	dead, err := effects.List(context.Background(), s.Pool, effects.Filter{})
+	dead, err := action.List(context.Background(), s.Pool, action.Filter{})
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
 	require.Equal(t, k.String(), dead[0].IdempotencyKey)
 
 	rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
 	snd = newSender(t, s.Pool, rcv.srv.URL, nil)
-	require.NoError(t, effects.ReplayDead(context.Background(), s.Pool, k))
-	sendUntil(t, snd, s.Pool, k, effects.StatusSent)
+	require.NoError(t, action.ReplayDead(context.Background(), s.Pool, k))
+	sendUntil(t, snd, s.Pool, k, action.StatusSent)
 	require.Equal(t, map[string]int{k.String(): 1}, rcv.keys())
 	require.Equal(t, 4, rcv.requests()[0].attempt)
 
 	// A sent action is never replayed.
-	err = effects.ReplayDead(context.Background(), s.Pool, k)
-	require.ErrorIs(t, err, effects.ErrNotDead)
-	require.ErrorIs(t, effects.ReplayDead(context.Background(), s.Pool, paidKey("in_none")), effects.ErrNotFound)
+	err = action.ReplayDead(context.Background(), s.Pool, k)
+	require.ErrorIs(t, err, action.ErrNotDead)
+	require.ErrorIs(t, action.ReplayDead(context.Background(), s.Pool, paidKey("in_none")), action.ErrNotFound)
 }
 
 // With no receipt URL the sender claims nothing: receipts stay pending and
@@ -138,63 +139,6 @@ func TestNoReceiptURLLeavesReceiptsPending(t *testing.T) {
 	defer cancel()
 	require.NoError(t, snd.Run(ctx))
 	a := show(t, s.Pool, k)
-	require.Equal(t, effects.StatusPending, a.Status)
+	require.Equal(t, action.StatusPending, a.Status)
 	require.Zero(t, a.Attempts)
-}
-
-// The claim's plan is a walk of action_due, a primary-key update and a
-// primary-key read of the fact, on tables without statistics (a fresh
-// database, or one restored and not analysed yet). Fails if the claim can
-// be planned as a scan or sort of every unsent action, or the fact read as
-// a scan of an account's facts.
-func TestClaimPlanWalksTheDueIndexWithoutStatistics(t *testing.T) {
-	t.Parallel()
-	s := dbtest.New(t)
-	ctx := context.Background()
-	plan := func() string {
-		rows, err := s.Pool.Query(ctx, "EXPLAIN "+effects.ClaimSQL, effects.KindReceipt, 16, int64(40000), 20, "x")
-		require.NoError(t, err)
-		var lines []string
-		for rows.Next() {
-			var l string
-			require.NoError(t, rows.Scan(&l))
-			lines = append(lines, l)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(lines, "\n")
-	}
-	check := func(p string) {
-		require.Contains(t, p, "Index Scan using action_due on action", p)
-		require.Contains(t, p, "Index Scan using action_pkey on action a", p)
-		require.Contains(t, p, "Index Scan using fact_pkey on fact f", p)
-		require.NotContains(t, p, "Seq Scan", p)
-		require.NotContains(t, p, "Sort", p)
-	}
-	check(plan())
-	_, err := s.Pool.Exec(ctx, `ALTER TABLE fact SET (autovacuum_enabled = false);
-ALTER TABLE action SET (autovacuum_enabled = false);
-INSERT INTO fact (provider, source_account, environment, fact_type, fact_id, resource_type, resource_id, event_id, data)
-SELECT 'stripe', 'acct', 'test', 'invoice_paid', 'in_' || i, 'subscription', 'sub_' || (i % 10), 'evt_' || i, '{}'
-FROM generate_series(1, 5000) i;
-INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, status)
-SELECT 'stripe', 'acct', 'test', 'in_' || i, 'receipt', 'evt_' || i,
-       CASE WHEN i % 100 = 0 THEN 'pending' WHEN i % 7 = 0 THEN 'dead' ELSE 'sent' END
-FROM generate_series(1, 5000) i`)
-	require.NoError(t, err)
-	check(plan())
-}
-
-// The stable key is the action's identity written out, so two identities
-// never share one: ":" and "%" inside a part are percent-encoded. Fails if
-// a colon in an id could make two actions send the same Idempotency-Key.
-func TestStableKeysOfDistinctActionsDiffer(t *testing.T) {
-	t.Parallel()
-	a := effects.Key{Provider: "standard-webhooks", SourceAccount: "acct:1", Environment: "test", SubjectID: "inv", Kind: "receipt"}
-	b := effects.Key{Provider: "standard-webhooks", SourceAccount: "acct", Environment: "1:test", SubjectID: "inv", Kind: "receipt"}
-	c := effects.Key{Provider: "stripe", SourceAccount: "acct_1", Environment: "test", SubjectID: "in_%3A", Kind: "receipt"}
-	d := effects.Key{Provider: "stripe", SourceAccount: "acct_1", Environment: "test", SubjectID: "in_:", Kind: "receipt"}
-	require.Equal(t, "hookyard:standard-webhooks:acct%3A1:test:inv:receipt", a.String())
-	require.NotEqual(t, a.String(), b.String())
-	require.NotEqual(t, c.String(), d.String())
-	require.Equal(t, "hookyard:stripe:acct_1:test:in_1:receipt", paidKey("in_1").String())
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
@@ -40,8 +40,8 @@ func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 
 	rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
 	snd := newSender(t, p.Pool, rcv.srv.URL, nil)
-	k := effects.Key{Provider: "stripe", SourceAccount: pipelinetest.StripeAccount, Environment: "test", SubjectID: "in_rcpt", Kind: effects.KindReceipt}
-	sendUntil(t, snd, p.Pool, k, effects.StatusSent)
+	k := action.Key{Provider: "stripe", SourceAccount: pipelinetest.StripeAccount, Environment: "test", SubjectID: "in_rcpt", Kind: action.KindReceipt}
+	sendUntil(t, snd, p.Pool, k, action.StatusSent)
 	reqs := rcv.requests()
 	require.Len(t, reqs, 1)
 	require.Equal(t, "hookyard:stripe:acct_test:test:in_rcpt:receipt", reqs[0].key)

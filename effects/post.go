@@ -11,7 +11,21 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/fact"
 )
+
+// Body is the JSON document an effect POSTs.
+type Body struct {
+	// ActionKey is the stable key, also sent as Idempotency-Key.
+	ActionKey string `json:"action_key"`
+	Kind      string `json:"kind"`
+	// Attempt is 1 for the first attempt; a repeat carries the same
+	// ActionKey with a higher Attempt.
+	Attempt int       `json:"attempt"`
+	Fact    fact.Fact `json:"fact"`
+}
 
 // outcome is what one attempt came to.
 type outcome struct {
@@ -34,17 +48,17 @@ const maxDrain = 64 << 10
 // dead. A transport error is ambiguous once the request may have reached the
 // server (its headers were written), else failed: either way it is retried
 // with the same key.
-func (s *Sender) post(ctx context.Context, target string, c claimed) outcome {
-	key := c.key.String()
-	body, err := json.Marshal(Body{ActionKey: key, Kind: c.key.Kind, Attempt: c.attempts, Fact: *c.fact})
+func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outcome {
+	key := c.Key.String()
+	body, err := json.Marshal(Body{ActionKey: key, Kind: c.Key.Kind, Attempt: c.Attempts, Fact: *c.Fact})
 	if err != nil {
-		return outcome{status: StatusDead, err: fmt.Sprintf("encode body: %v", err)}
+		return outcome{status: action.StatusDead, err: fmt.Sprintf("encode body: %v", err)}
 	}
 	var wrote atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return outcome{status: StatusDead, err: fmt.Sprintf("build request: %v", err)}
+		return outcome{status: action.StatusDead, err: fmt.Sprintf("build request: %v", err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -52,28 +66,28 @@ func (s *Sender) post(ctx context.Context, target string, c claimed) outcome {
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if wrote.Load() {
-			return outcome{status: StatusAmbiguous, err: fmt.Sprintf("attempt %d: %v (the request may have arrived)", c.attempts, err)}
+			return outcome{status: action.StatusAmbiguous, err: fmt.Sprintf("attempt %d: %v (the request may have arrived)", c.Attempts, err)}
 		}
-		return outcome{status: StatusFailed, err: fmt.Sprintf("attempt %d: %v (not sent)", c.attempts, err)}
+		return outcome{status: action.StatusFailed, err: fmt.Sprintf("attempt %d: %v (not sent)", c.Attempts, err)}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	_ = resp.Body.Close()
 	code := resp.StatusCode
-	detail := fmt.Sprintf("attempt %d: HTTP %d", c.attempts, code)
+	detail := fmt.Sprintf("attempt %d: HTTP %d", c.Attempts, code)
 	switch {
 	case code >= 200 && code < 300:
-		return outcome{status: StatusSent}
+		return outcome{status: action.StatusSent}
 	case code == http.StatusConflict:
 		if got := resp.Header.Get("Idempotency-Key"); got != "" && got != key {
-			return outcome{status: StatusDead, err: fmt.Sprintf("%s for another Idempotency-Key (%q)", detail, got)}
+			return outcome{status: action.StatusDead, err: fmt.Sprintf("%s for another Idempotency-Key (%q)", detail, got)}
 		}
-		return outcome{status: StatusSent}
+		return outcome{status: action.StatusSent}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return outcome{status: StatusFailed, err: detail, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+		return outcome{status: action.StatusFailed, err: detail, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	case code >= 300 && code < 400:
-		return outcome{status: StatusDead, err: detail + " (a redirect: configure the final URL)"}
+		return outcome{status: action.StatusDead, err: detail + " (a redirect: configure the final URL)"}
 	default:
-		return outcome{status: StatusDead, err: detail}
+		return outcome{status: action.StatusDead, err: detail}
 	}
 }
 

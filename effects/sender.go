@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
@@ -112,37 +111,11 @@ func (c Config) validate() error {
 		return errors.New("effects config: MaxAttempts must be at least 1")
 	}
 	if c.ReceiptURL != "" {
-		if err := CheckURL(c.ReceiptURL); err != nil {
+		if err := action.CheckURL(c.ReceiptURL); err != nil {
 			return fmt.Errorf("effects config: ReceiptURL: %w", err)
 		}
 	}
 	return nil
-}
-
-// CheckURL accepts an absolute http or https URL with a host.
-func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute http(s) URL", raw)
-	}
-	return nil
-}
-
-// IsLoopback reports whether raw's host is a loopback address or localhost.
-func IsLoopback(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	h := u.Hostname()
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Sender claims due actions, performs them and records their outcomes.
@@ -158,7 +131,7 @@ type Sender struct {
 	// afterSend, when set (tests), runs after a request's outcome is known
 	// and before it is written; an error skips the write, as if the
 	// process died there.
-	afterSend func(ctx context.Context, c claimed, o outcome) error
+	afterSend func(ctx context.Context, c action.Claimed, o outcome) error
 }
 
 // New builds a Sender; Run starts it.
@@ -176,8 +149,8 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Sender, error) {
 		metrics: newMetrics(),
 	}
 	if cfg.ReceiptURL != "" {
-		s.urls[KindReceipt] = cfg.ReceiptURL
-		s.kinds = append(s.kinds, KindReceipt)
+		s.urls[action.KindReceipt] = cfg.ReceiptURL
+		s.kinds = append(s.kinds, action.KindReceipt)
 	}
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -228,9 +201,9 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	// the lease the claim takes (Timeout + LeaseMargin from Postgres's now()
 	// during the claim).
 	deadline := time.Now().Add(s.cfg.Timeout)
-	var batch []claimed
+	var batch []action.Claimed
 	for _, kind := range s.kinds {
-		b, err := s.claim(ctx, kind, s.cfg.BatchSize-len(batch))
+		b, err := action.Claim(ctx, s.pool, kind, s.cfg.BatchSize-len(batch), s.lease())
 		if err != nil && len(batch) == 0 {
 			return 0, err
 		}
@@ -246,14 +219,14 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	}
 	var wg sync.WaitGroup
 	for _, c := range batch {
-		if c.status == StatusDead {
+		if c.Status == action.StatusDead {
 			s.log.WarnContext(ctx, "action dead: attempts exhausted after an interrupted attempt",
-				slog.String("key", c.key.String()), slog.Int("attempts", c.attempts))
-			s.metrics.sends.WithLabelValues(c.key.Kind, StatusDead).Inc()
+				slog.String("key", c.Key.String()), slog.Int("attempts", c.Attempts))
+			s.metrics.sends.WithLabelValues(c.Key.Kind, action.StatusDead).Inc()
 			continue
 		}
-		if c.interrupted {
-			s.metrics.interrupted.WithLabelValues(c.key.Kind).Inc()
+		if c.Interrupted {
+			s.metrics.interrupted.WithLabelValues(c.Key.Kind).Inc()
 		}
 		wg.Add(1)
 		go func() {
@@ -268,21 +241,21 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 // perform makes one attempt and records it. The attempt and its write
 // outlive a cancelled ctx (bounded by the deadline and SettleTimeout): an
 // outcome that is known is written rather than left to the lease.
-func (s *Sender) perform(ctx context.Context, c claimed, deadline time.Time) {
+func (s *Sender) perform(ctx context.Context, c action.Claimed, deadline time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	var o outcome
 	ctx, span := startSend(ctx, c)
 	if span.IsRecording() {
 		defer func() { tracing.End(span, nil, attribute.String("hookyard.outcome", o.status)) }()
 	}
-	if c.fact == nil {
-		o = outcome{status: StatusDead, err: fmt.Sprintf("no %s fact recorded for %s", factTypes[c.key.Kind], c.key.SubjectID)}
+	if c.Fact == nil {
+		o = outcome{status: action.StatusDead, err: fmt.Sprintf("no %s fact recorded for %s", action.FactType(c.Key.Kind), c.Key.SubjectID)}
 	} else {
 		start := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, deadline)
-		o = s.post(rctx, s.urls[c.key.Kind], c)
+		o = s.post(rctx, s.urls[c.Key.Kind], c)
 		cancel()
-		s.metrics.duration.WithLabelValues(c.key.Kind).Observe(time.Since(start).Seconds())
+		s.metrics.duration.WithLabelValues(c.Key.Kind).Observe(time.Since(start).Seconds())
 	}
 	if s.afterSend != nil {
 		if err := s.afterSend(ctx, c, o); err != nil {
@@ -290,8 +263,8 @@ func (s *Sender) perform(ctx context.Context, c claimed, deadline time.Time) {
 		}
 	}
 	status, err := s.settle(ctx, c, o)
-	s.metrics.sends.WithLabelValues(c.key.Kind, o.status).Inc()
-	attrs := []any{slog.String("key", c.key.String()), slog.Int("attempt", c.attempts), slog.String("outcome", o.status)}
+	s.metrics.sends.WithLabelValues(c.Key.Kind, o.status).Inc()
+	attrs := []any{slog.String("key", c.Key.String()), slog.Int("attempt", c.Attempts), slog.String("outcome", o.status)}
 	if o.err != "" {
 		attrs = append(attrs, slog.String("detail", o.err))
 	}
@@ -301,11 +274,28 @@ func (s *Sender) perform(ctx context.Context, c claimed, deadline time.Time) {
 			append(attrs, slog.String("error", err.Error()))...)
 	case status == "":
 		s.log.WarnContext(ctx, "action outcome not recorded: lease lost to another sender", attrs...)
-	case status == StatusSent:
+	case status == action.StatusSent:
 		s.log.DebugContext(ctx, "action sent", attrs...)
 	default:
 		s.log.InfoContext(ctx, "action not sent", append(attrs, slog.String("status", status))...)
 	}
+}
+
+// lease is how this sender claims.
+func (s *Sender) lease() action.Lease {
+	return action.Lease{For: s.cfg.Timeout + s.cfg.LeaseMargin, MaxAttempts: s.cfg.MaxAttempts, SenderID: s.cfg.SenderID}
+}
+
+// settle records an attempt's outcome while the lease is held; see
+// action.Settle.
+func (s *Sender) settle(ctx context.Context, c action.Claimed, o outcome) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, SettleTimeout)
+	defer cancel()
+	var retryIn time.Duration
+	if o.status == action.StatusFailed || o.status == action.StatusAmbiguous {
+		retryIn = s.backoff(c.Attempts, o.retryAfter)
+	}
+	return action.Settle(ctx, s.pool, c, action.Outcome{Status: o.status, Error: o.err, RetryIn: retryIn}, s.cfg.MaxAttempts)
 }
 
 // backoff is exponential with jitter in [d/2, d], at least retryAfter

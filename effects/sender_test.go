@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 )
 
@@ -111,7 +112,7 @@ func (r *receiver) keys() map[string]int {
 
 // paid records an invoice_paid fact and its receipt action, as the
 // processor does in one transaction.
-func paid(t *testing.T, pool *pgxpool.Pool, invoice, subscription string) effects.Key {
+func paid(t *testing.T, pool *pgxpool.Pool, invoice, subscription string) action.Key {
 	t.Helper()
 	_, err := pool.Exec(context.Background(), `
 WITH f AS (
@@ -121,7 +122,7 @@ WITH f AS (
 INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id)
 VALUES ('stripe', 'acct_1', 'test', $1, 'receipt', 'evt_' || $1)`, invoice, subscription)
 	require.NoError(t, err)
-	return effects.Key{Provider: "stripe", SourceAccount: "acct_1", Environment: "test", SubjectID: invoice, Kind: effects.KindReceipt}
+	return action.Key{Provider: "stripe", SourceAccount: "acct_1", Environment: "test", SubjectID: invoice, Kind: action.KindReceipt}
 }
 
 func newSender(t *testing.T, pool *pgxpool.Pool, url string, adjust func(*effects.Config)) *effects.Sender {
@@ -136,15 +137,15 @@ func newSender(t *testing.T, pool *pgxpool.Pool, url string, adjust func(*effect
 	return s
 }
 
-func show(t *testing.T, pool *pgxpool.Pool, k effects.Key) effects.Action {
+func show(t *testing.T, pool *pgxpool.Pool, k action.Key) action.Action {
 	t.Helper()
-	sh, err := effects.Show(context.Background(), pool, k)
+	sh, err := action.Show(context.Background(), pool, k)
 	require.NoError(t, err)
 	return sh.Action
 }
 
 // sendUntil calls SendDue until the action reaches status (bounded).
-func sendUntil(t *testing.T, s *effects.Sender, pool *pgxpool.Pool, k effects.Key, status string) {
+func sendUntil(t *testing.T, s *effects.Sender, pool *pgxpool.Pool, k action.Key, status string) {
 	t.Helper()
 	for range 200 {
 		_, err := s.SendDue(context.Background())
@@ -177,10 +178,10 @@ func TestTimedOutReceiptIsSentAgainWithTheSameKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	a := show(t, s.Pool, k)
-	require.Equal(t, effects.StatusAmbiguous, a.Status, "a timed-out attempt must stay open: %+v", a)
+	require.Equal(t, action.StatusAmbiguous, a.Status, "a timed-out attempt must stay open: %+v", a)
 	require.Contains(t, a.LastError, "may have arrived")
 
-	sendUntil(t, snd, s.Pool, k, effects.StatusSent)
+	sendUntil(t, snd, s.Pool, k, action.StatusSent)
 	reqs := rcv.requests()
 	require.Len(t, reqs, 2)
 	require.Equal(t, map[string]int{"hookyard:stripe:acct_1:test:in_timeout:receipt": 2}, rcv.keys(), "one distinct key, twice")
@@ -218,7 +219,7 @@ func TestKilledSenderRetrySendsTheSameKeyAndNothingAfterSuccess(t *testing.T) {
 	killed := 0
 	effects.SetAfterSend(first, func(_ context.Context, key string, attempt int, status string) error {
 		// The POST succeeded; the process dies before writing it down.
-		require.Equal(t, effects.StatusSent, status)
+		require.Equal(t, action.StatusSent, status)
 		killed++
 		return errKilled
 	})
@@ -227,11 +228,11 @@ func TestKilledSenderRetrySendsTheSameKeyAndNothingAfterSuccess(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, killed)
 	a := show(t, s.Pool, k)
-	require.Equal(t, effects.StatusSending, a.Status, "nothing was written: the action is still held by the dead sender")
+	require.Equal(t, action.StatusSending, a.Status, "nothing was written: the action is still held by the dead sender")
 	require.Equal(t, "first", a.ClaimedBy)
 
 	second := newSender(t, s.Pool, rcv.srv.URL, func(c *effects.Config) { c.SenderID = "second" })
-	sendUntil(t, second, s.Pool, k, effects.StatusSent)
+	sendUntil(t, second, s.Pool, k, action.StatusSent)
 	reqs := rcv.requests()
 	require.Len(t, reqs, 2)
 	require.Equal(t, map[string]int{k.String(): 2}, rcv.keys(), "the retry carries the same key")
@@ -251,7 +252,7 @@ func TestKilledSenderRetrySendsTheSameKeyAndNothingAfterSuccess(t *testing.T) {
 		}
 	}
 	require.Len(t, rcv.requests(), 2, "a sent receipt was sent again")
-	require.Equal(t, effects.StatusSent, show(t, s.Pool, k).Status)
+	require.Equal(t, action.StatusSent, show(t, s.Pool, k).Status)
 }
 
 // Senders side by side share the work and never send one action at the

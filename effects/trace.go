@@ -1,6 +1,8 @@
 package effects
 
 import (
+	"github.com/hookyard/hookyard/pkg/action"
+
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -13,10 +15,10 @@ import (
 // continues the trace of the event that recorded the action; a later one
 // (a retry, an interrupted attempt sent again) starts its own trace linked
 // to it, so that a webhook's trace is not stretched over the retry window.
-func startSend(ctx context.Context, c claimed) (context.Context, trace.Span) {
+func startSend(ctx context.Context, c action.Claimed) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
-	if sc := tracing.Remote(ctx, c.traceParent, ""); sc.IsValid() {
-		if c.attempts <= 1 {
+	if sc := tracing.Remote(ctx, c.TraceParent, ""); sc.IsValid() {
+		if c.Attempts <= 1 {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 		} else {
 			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: sc}))
@@ -24,10 +26,10 @@ func startSend(ctx context.Context, c claimed) (context.Context, trace.Span) {
 	}
 	ctx, span := tracing.Start(ctx, "effect send", opts...)
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("hookyard.provider", c.key.Provider), attribute.String("hookyard.source_account", c.key.SourceAccount),
-			attribute.String("hookyard.environment", c.key.Environment), attribute.String("hookyard.action.kind", c.key.Kind),
-			attribute.String("hookyard.action.subject_id", c.key.SubjectID), attribute.String("hookyard.event_id", c.eventID),
-			attribute.Int("hookyard.action.attempt", c.attempts))
+		span.SetAttributes(attribute.String("hookyard.provider", c.Key.Provider), attribute.String("hookyard.source_account", c.Key.SourceAccount),
+			attribute.String("hookyard.environment", c.Key.Environment), attribute.String("hookyard.action.kind", c.Key.Kind),
+			attribute.String("hookyard.action.subject_id", c.Key.SubjectID), attribute.String("hookyard.event_id", c.EventID),
+			attribute.Int("hookyard.action.attempt", c.Attempts))
 	}
 	return ctx, span
 }

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	actions "github.com/hookyard/hookyard/pkg/action"
+	facts "github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
@@ -41,59 +42,24 @@ func (r *inboxRow) key() inbox.Key {
 	return inbox.Key{Provider: r.provider, SourceAccount: r.account, Environment: r.env, EventID: r.eventID}
 }
 
-// loadSQL looks each key up by the primary key. A plain join lets the
-// planner pick a merge or hash join for large batches, reading every row of
-// the account (all rows share provider, account and environment); the
-// LATERAL subquery with LIMIT 1 cannot be flattened into a join, so it stays
-// one index probe per key. The probe is by the primary key because no other
-// index begins with its columns: while webhook_inbox_resource did, a table
-// without statistics made the two tie and each probe could read the whole
-// account (migration 00006; TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
-const loadSQL = `
-SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
-       w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
-       w.status, w.attempts, w.received_at, w.first_failed_at
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
-CROSS JOIN LATERAL (
-    SELECT * FROM webhook_inbox i
-    WHERE i.provider = k.provider AND i.source_account = k.source_account
-      AND i.environment = k.environment AND i.event_id = k.event_id
-    LIMIT 1
-) w`
-
+// load reads the inbox rows of msgs' events.
 func (w *worker) load(ctx context.Context, msgs []message.Message) (map[inbox.Key]*inboxRow, error) {
-	var p, a, e, id []string
+	var keys []inbox.Key
 	for _, m := range msgs {
 		if m.Kind == message.KindEvent {
-			p, a, e, id = append(p, m.Provider), append(a, m.SourceAccount), append(e, m.Environment), append(id, m.EventID)
+			keys = append(keys, inbox.Key{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment, EventID: m.EventID})
 		}
 	}
-	out := make(map[inbox.Key]*inboxRow, len(id))
-	if len(id) == 0 {
-		return out, nil
-	}
-	rows, err := w.p.pool.Query(ctx, loadSQL, p, a, e, id)
+	loaded, err := inbox.Load(ctx, w.p.pool, keys)
 	if err != nil {
-		return nil, fmt.Errorf("load inbox rows: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		r := &inboxRow{}
-		var payload *string
-		var raw []byte
-		if err := rows.Scan(&r.provider, &r.account, &r.env, &r.eventID, &r.endpointID, &r.eventType,
-			&r.resourceType, &r.resourceID, &r.version, &payload, &raw, &r.status, &r.attempts, &r.receivedAt, &r.firstFailedAt); err != nil {
-			return nil, fmt.Errorf("load inbox rows: %w", err)
-		}
-		// A payload jsonb could not hold was kept as raw bytes; read those.
-		r.payload = raw
-		if payload != nil {
-			r.payload = []byte(*payload)
-		}
-		out[r.key()] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load inbox rows: %w", err)
+	out := make(map[inbox.Key]*inboxRow, len(loaded))
+	for k, l := range loaded {
+		out[k] = &inboxRow{provider: l.Provider, account: l.SourceAccount, env: l.Environment, eventID: l.EventID,
+			endpointID: l.EndpointID, eventType: l.EventType, resourceType: l.ResourceType, resourceID: l.ResourceID,
+			version: l.Version, payload: l.Payload, status: l.Status, attempts: l.Attempts, receivedAt: l.ReceivedAt,
+			firstFailedAt: l.FirstFailedAt}
 	}
 	return out, nil
 }
@@ -236,50 +202,12 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 	return out
 }
 
+// mark is an event's inbox mark and, for a hint that died, the resource
+// whose projection is marked needs_reconcile.
 type mark struct {
-	k        inbox.Key
-	status   string
-	outcome  string
-	lastErr  *string
-	attempts int
-	next     *time.Time
-	// firstFailed is when the current run of failures began (nil once the
-	// event succeeded).
-	firstFailed *time.Time
-	// reconcile names the resource of a hint that died: its projection is
-	// marked needs_reconcile.
+	inbox.Mark
 	reconcile *message.Resource
 }
-
-// markSQL sets each event's outcome, only while the row is still as the
-// batch loaded it (pending). That status comes from the input rows, not from
-// a literal: with "status = 'pending'" the planner can prove the partial
-// index webhook_inbox_pending applies, and with statistics taken while
-// nothing was pending that index looks empty and ties with the primary key;
-// during a backlog each key's probe through it reads every pending row.
-// Compared with a column of the batch, the primary key is the only index
-// that fits.
-// Nested loops over the primary key are the plan whatever the statistics
-// (TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
-const markSQL = `
-UPDATE webhook_inbox w
-SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts = u.attempts,
-    next_attempt_at = u.next_attempt_at, first_failed_at = u.first_failed_at,
-    processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::text[])
-     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at, loaded_status)
-WHERE w.provider = u.provider AND w.source_account = u.source_account
-  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = u.loaded_status`
-
-const factSQL = `
-INSERT INTO fact (provider, source_account, environment, fact_type, fact_id, resource_type, resource_id, event_id, data)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
-ON CONFLICT DO NOTHING`
-
-const actionSQL = `
-INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, trace_parent)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT DO NOTHING`
 
 func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*fetchResult) error {
 	now := w.p.cfg.Now()
@@ -318,10 +246,12 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 			}
 			if st.row != nil {
 				for _, f := range st.plan.Facts {
-					b.Queue(factSQL, m.Provider, m.SourceAccount, m.Environment, f.Type, f.ID, m.Type, m.ID, m.EventID, string(f.Data))
+					facts.QueueRecord(b, facts.Fact{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment,
+						Type: f.Type, ID: f.ID, ResourceType: m.Type, ResourceID: m.ID, EventID: m.EventID, Data: f.Data})
 				}
 				for _, a := range st.plan.Actions {
-					b.Queue(actionSQL, m.Provider, m.SourceAccount, m.Environment, a.Subject, a.Kind, m.EventID, st.trace.parent())
+					actions.QueueRecord(b, actions.Record{Key: actions.Key{Provider: m.Provider, SourceAccount: m.SourceAccount,
+						Environment: m.Environment, SubjectID: a.Subject, Kind: a.Kind}, EventID: m.EventID, TraceParent: st.trace.parent()})
 				}
 			}
 		}
@@ -346,7 +276,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 	}
 	done := w.p.cfg.Now()
 	for _, mk := range marks {
-		w.p.metrics.events.WithLabelValues(mk.status).Inc()
+		w.p.metrics.events.WithLabelValues(mk.Status).Inc()
 	}
 	for _, h := range hist {
 		w.p.metrics.outcomes.WithLabelValues(h.Outcome).Inc()
@@ -458,23 +388,23 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	if st.row == nil {
 		return hist, marks
 	}
-	mk := mark{k: st.row.key(), status: inbox.StatusProcessed, outcome: entry.Outcome, attempts: st.row.attempts}
+	mk := mark{Mark: inbox.Mark{Key: st.row.key(), Status: inbox.StatusProcessed, Outcome: entry.Outcome, Attempts: st.row.attempts}}
 	if failure != nil {
 		msg := failure.Error()
-		mk.lastErr, mk.outcome = &msg, "failed"
+		mk.LastErr, mk.Outcome = &msg, "failed"
 		if entry.Outcome == projection.Gap {
-			mk.outcome = projection.Gap
+			mk.Outcome = projection.Gap
 		}
 		if !errors.Is(failure, provider.ErrNotAttempted) {
-			mk.attempts++
+			mk.Attempts++
 		}
 		first := now
 		if st.row.firstFailedAt != nil {
 			first = *st.row.firstFailedAt
 		}
-		mk.firstFailed = &first
-		if errors.Is(failure, provider.ErrMalformed) || w.p.exhausted(first, now, mk.attempts) {
-			mk.status = inbox.StatusDead
+		mk.FirstFailed = &first
+		if errors.Is(failure, provider.ErrMalformed) || w.p.exhausted(first, now, mk.Attempts) {
+			mk.Status = inbox.StatusDead
 			if st.plan.Fetch {
 				// The provider's state never arrived: the projection may be
 				// wrong (a cancellation not applied). The reconciler checks
@@ -483,11 +413,11 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 				mk.reconcile = &res
 			}
 			w.p.log.Warn("event dead", slog.String("event_id", m.EventID), slog.String("key", m.Resource.Key()),
-				slog.Int("attempts", mk.attempts), slog.Time("failing_since", first), slog.String("error", msg))
+				slog.Int("attempts", mk.Attempts), slog.Time("failing_since", first), slog.String("error", msg))
 		} else {
-			mk.status = inbox.StatusRetrying
+			mk.Status = inbox.StatusRetrying
 			next := w.p.nextAttempt(first, now, failure)
-			mk.next = &next
+			mk.Next = &next
 		}
 	}
 	return hist, append(marks, mk)
@@ -539,60 +469,20 @@ func (p *Processor) nextAttempt(first, now time.Time, failure error) time.Time {
 	return next
 }
 
+// queueMarks queues the batch's inbox marks, then the parking of the
+// projections of hints that died.
 func queueMarks(b *pgx.Batch, marks []mark) {
 	if len(marks) == 0 {
 		return
 	}
-	n := len(marks)
-	cols := make([][]string, 6)
-	for i := range cols {
-		cols[i] = make([]string, 0, n)
-	}
-	errs := make([]*string, 0, n)
-	attempts := make([]int32, 0, n)
-	next := make([]*time.Time, 0, n)
-	firstFailed := make([]*time.Time, 0, n)
+	ms := make([]inbox.Mark, 0, len(marks))
 	var reconcile []message.Resource
-	loaded := make([]string, 0, n)
 	for _, mk := range marks {
-		for i, v := range []string{mk.k.Provider, mk.k.SourceAccount, mk.k.Environment, mk.k.EventID, mk.status, mk.outcome} {
-			cols[i] = append(cols[i], v)
-		}
-		errs = append(errs, mk.lastErr)
-		attempts = append(attempts, int32(mk.attempts))
-		next = append(next, mk.next)
-		firstFailed = append(firstFailed, mk.firstFailed)
-		loaded = append(loaded, inbox.StatusPending)
+		ms = append(ms, mk.Mark)
 		if mk.reconcile != nil {
 			reconcile = append(reconcile, *mk.reconcile)
 		}
 	}
-	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next, firstFailed, loaded).Exec(func(pgconn.CommandTag) error { return nil })
-	queueNeedsReconcile(b, reconcile)
-}
-
-// needsReconcileSQL parks the projections of hints that died. It leaves
-// updated_at alone: the state did not change, only the doubt about it.
-// A resource with no projection has nothing to park; the reconciler's
-// listing finds it as missing.
-const needsReconcileSQL = `
-UPDATE subscription_projection p
-SET needs_reconcile = true, needs_reconcile_reason = 'a hint exhausted its retry window',
-    parked_at = now(), reconcile_checked_at = NULL
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-     AS u(provider, source_account, environment, resource_type, resource_id)
-WHERE p.provider = u.provider AND p.source_account = u.source_account AND p.environment = u.environment
-  AND p.resource_type = u.resource_type AND p.resource_id = u.resource_id AND NOT p.needs_reconcile`
-
-func queueNeedsReconcile(b *pgx.Batch, rs []message.Resource) {
-	if len(rs) == 0 {
-		return
-	}
-	cols := make([][]string, 5)
-	for _, r := range rs {
-		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID} {
-			cols[i] = append(cols[i], v)
-		}
-	}
-	b.Queue(needsReconcileSQL, cols[0], cols[1], cols[2], cols[3], cols[4]).Exec(func(pgconn.CommandTag) error { return nil })
+	inbox.QueueMarks(b, ms)
+	projection.QueueNeedsReconcile(b, reconcile)
 }

@@ -855,14 +855,6 @@ func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) b
 	return true
 }
 
-// markDeadSQL marks one event dead while it is pending; the status to find
-// is an input row's, for markSQL's reason: only the primary key fits.
-const markDeadSQL = `
-UPDATE webhook_inbox w
-SET status = 'dead', outcome = 'failed', last_error = $5, attempts = w.attempts + 1, processed_at = now()
-FROM unnest($6::text[]) AS u(loaded_status)
-WHERE w.provider = $1 AND w.source_account = $2 AND w.environment = $3 AND w.event_id = $4 AND w.status = u.loaded_status`
-
 func (w *worker) markDead(ctx context.Context, rec *kgo.Record, cause error) error {
 	m, err := message.Decode(rec.Value)
 	if err != nil || m.Kind != message.KindEvent {
@@ -872,8 +864,7 @@ func (w *worker) markDead(ctx context.Context, rec *kgo.Record, cause error) err
 		if err := fence.Check(ctx, tx, w.tok); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, markDeadSQL,
-			m.Provider, m.SourceAccount, m.Environment, m.EventID, "rejected by the database: "+cause.Error(), []string{inbox.StatusPending})
-		return err
+		return inbox.MarkDead(ctx, tx, inbox.Key{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment, EventID: m.EventID},
+			"rejected by the database: "+cause.Error())
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -24,12 +25,6 @@ INSERT INTO reconcile_redelivery (source, guid, delivery_id) VALUES ($1, $2, $3)
 ON CONFLICT (source, guid) DO UPDATE SET asked_at = now(), delivery_id = EXCLUDED.delivery_id
 WHERE reconcile_redelivery.asked_at <= now() - make_interval(secs => $4::float8)
 RETURNING 1`
-
-// receivedSQL tells whether the event of a delivery is in the inbox: the
-// receiver stored it even if the provider saw no 2xx (a timeout after the
-// commit), so it needs no redelivery.
-const receivedSQL = `
-SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4)`
 
 // redeliverLost walks the hook's deliveries back to the checkpoint's high
 // water minus the overlap and asks the provider to redeliver each event none of
@@ -105,15 +100,15 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *
 // holds it or it was asked for recently. A failed request gives the
 // reservation back, so the next round asks again.
 func (r *Reconciler) redeliver(ctx context.Context, s provider.Source, d provider.HookDelivery) (bool, error) {
-	var received bool
-	if err := r.pool.QueryRow(ctx, receivedSQL, s.Provider, s.SourceAccount, s.Environment, d.GUID).Scan(&received); err != nil {
+	received, err := inbox.Received(ctx, r.pool, inbox.Key{Provider: s.Provider, SourceAccount: s.SourceAccount, Environment: s.Environment, EventID: d.GUID})
+	if err != nil {
 		return false, fmt.Errorf("look up delivery %s: %w", d.GUID, err)
 	}
 	if received {
 		return false, nil
 	}
 	var one int
-	err := r.pool.QueryRow(ctx, reserveRedeliverySQL, s.Name(), d.GUID, d.ID, RedeliverAgainAfter.Seconds()).Scan(&one)
+	err = r.pool.QueryRow(ctx, reserveRedeliverySQL, s.Name(), d.GUID, d.ID, RedeliverAgainAfter.Seconds()).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
-	"github.com/hookyard/hookyard/pkg/explain"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/reconciler"

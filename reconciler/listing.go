@@ -2,10 +2,9 @@ package reconciler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -24,64 +23,6 @@ const (
 	// KindParked: a projection was parked (version gap, conflict, unordered).
 	KindParked = "parked"
 )
-
-// divergedSQL compares each listed resource with its projection and names
-// the first way they differ (NULL when in sync). Order matters: a missing
-// projection says nothing else, a deletion makes status moot.
-const divergedSQL = `
-SELECT k.id AS resource_id, p.observed_at IS NULL AS missing,
-    CASE WHEN p.observed_at IS NULL THEN 'missing'
-         WHEN k.deleted <> p.deleted THEN 'deleted'
-         WHEN p.deleted THEN NULL
-         WHEN k.status <> '' AND p.status IS DISTINCT FROM k.status THEN 'status'
-         WHEN k.cape <> '' AND coalesce(p.state->>'cancel_at_period_end', 'false') <> k.cape THEN 'cancel_at_period_end'
-    END AS kind,
-    CASE WHEN p.observed_at IS NULL THEN NULL
-         WHEN k.deleted <> p.deleted THEN CASE WHEN p.deleted THEN 'deleted' ELSE 'not deleted' END
-         WHEN k.status <> '' AND p.status IS DISTINCT FROM k.status THEN coalesce(p.status, '')
-         ELSE coalesce(p.state->>'cancel_at_period_end', 'false')
-    END AS projection_says,
-    CASE WHEN p.observed_at IS NULL THEN coalesce(nullif(k.status, ''), 'exists')
-         WHEN k.deleted <> p.deleted THEN CASE WHEN k.deleted THEN 'deleted' ELSE 'not deleted' END
-         WHEN k.status <> '' AND p.status IS DISTINCT FROM k.status THEN k.status
-         ELSE k.cape
-    END AS provider_says,
-    -- the stale and the parked steps check those this round: one check per resource
-    p.observed_at IS NULL OR (NOT p.needs_reconcile AND NOT ` + staleSQL + `) AS check_now
-FROM unnest($7::text[], $8::text[], $9::text[], $10::bool[]) AS k(id, status, cape, deleted)
-LEFT JOIN subscription_projection p
-  ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = k.id`
-
-// enqueueListedSQL checks every listed resource that diverged from its
-// projection, whatever its age, and records each divergence once: a
-// lasting one updates its open row's last_seen_at, and only a new row
-// counts. A listed resource found in sync resolves its open divergences.
-// It returns the checks sent and the new divergences by kind.
-const enqueueListedSQL = `
-WITH l AS (` + divergedSQL + `
-), chk AS (
-    INSERT INTO outbox (message_key, message)
-    SELECT concat_ws('/', $1::text, $2::text, $3::text, $4::text, resource_id),
-        jsonb_build_object('kind', 'check', 'provider', $1::text, 'source_account', $2::text,
-            'environment', $3::text, 'resource_type', $4::text, 'resource_id', resource_id,
-            'enqueued_at', now(), 'reason', 'reconcile')
-    FROM l WHERE kind IS NOT NULL AND check_now
-    RETURNING 1
-), div AS (
-    INSERT INTO reconcile_divergence (provider, source_account, environment, resource_type, resource_id, kind, projection_says, provider_says)
-    SELECT $1, $2, $3, $4, resource_id, kind, projection_says, provider_says FROM l WHERE kind IS NOT NULL
-    ON CONFLICT (provider, source_account, environment, resource_type, resource_id, kind, provider_says) WHERE resolved_at IS NULL
-    DO UPDATE SET last_seen_at = now()
-    RETURNING kind, xmax = 0 AS inserted
-), resolved AS (
-    UPDATE reconcile_divergence d SET resolved_at = now()
-    FROM l
-    WHERE d.provider = $1 AND d.source_account = $2 AND d.environment = $3 AND d.resource_type = $4
-      AND d.resource_id = l.resource_id AND d.resolved_at IS NULL AND d.kind <> 'parked'
-      AND (l.kind IS NULL OR d.kind <> l.kind OR d.provider_says <> l.provider_says)
-)
-SELECT (SELECT count(*) FROM chk),
-       coalesce((SELECT jsonb_object_agg(kind, n) FROM (SELECT kind, count(*) AS n FROM div WHERE inserted GROUP BY kind) x), '{}')`
 
 // walkListing pages through a source's resources from its checkpoint
 // (a walk interrupted by an error resumes where it stopped), checking
@@ -132,22 +73,13 @@ func (r *Reconciler) interrupted(ctx context.Context, s provider.Source, lr *Lis
 }
 
 func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, rep *SourceReport) error {
-	ids, statuses, capes, deleted := make([]string, len(items)), make([]string, len(items)), make([]string, len(items)), make([]bool, len(items))
+	listed := make([]projection.Listed, len(items))
 	for i, it := range items {
-		ids[i], statuses[i], deleted[i] = it.ID, it.Status, it.Deleted
-		if it.CancelAtPeriodEnd != nil {
-			capes[i] = strconv.FormatBool(*it.CancelAtPeriodEnd)
-		}
+		listed[i] = projection.Listed{ID: it.ID, Status: it.Status, CancelAtPeriodEnd: it.CancelAtPeriodEnd, Deleted: it.Deleted}
 	}
-	var checked int64
-	var raw []byte
-	if err := r.pool.QueryRow(ctx, enqueueListedSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
-		r.cfg.StaleAfter.Seconds(), terminal, ids, statuses, capes, deleted).Scan(&checked, &raw); err != nil {
-		return fmt.Errorf("enqueue checks: %w", err)
-	}
-	var kinds map[string]int64
-	if err := json.Unmarshal(raw, &kinds); err != nil {
-		return fmt.Errorf("read divergences: %w", err)
+	checked, kinds, err := projection.EnqueueListed(ctx, r.pool, r.scope(s, terminal), listed)
+	if err != nil {
+		return err
 	}
 	rep.Checks += checked
 	r.enqueued.WithLabelValues("listed").Add(float64(checked))

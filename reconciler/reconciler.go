@@ -27,6 +27,11 @@
 // and resumes there; only a walk that reached its end is recorded complete.
 // Every divergence is a row of reconcile_divergence, counted once while it
 // lasts.
+//
+// The reconciler owns reconcile_checkpoint and reconcile_redelivery. The
+// statements that pick projections to check (and record their divergences)
+// belong to package projection, the lookups of the inbox to package inbox:
+// the reconciler calls them, it does not write their SQL.
 package reconciler
 
 import (
@@ -42,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
@@ -219,79 +225,6 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-const checkColumns = `concat_ws('/', provider, source_account, environment, resource_type, resource_id),
-    jsonb_build_object('kind', 'check', 'provider', provider, 'source_account', source_account,
-        'environment', environment, 'resource_type', resource_type, 'resource_id', resource_id,
-        'enqueued_at', now(), 'reason', 'reconcile')`
-
-// staleSQL is the condition under which enqueueStaleSQL checks a
-// projection p; enqueueListedSQL leaves those to it, so that a round checks
-// a resource once.
-const staleSQL = `(p.observed_at <= now() - make_interval(secs => $5::float8)
-    AND NOT p.deleted AND NOT p.needs_reconcile AND NOT coalesce(p.status = ANY($6::text[]), false))`
-
-// enqueueStaleSQL checks a source's projections not observed for the stale
-// age that are not terminal, oldest first, from the database: the
-// provider's list is not trusted to show every resource (Stripe's leaves
-// canceled subscriptions out unless asked for status=all, and a list can
-// lag). It reads the source's range of the primary key; an index on
-// observed_at would make every projection write a non-HOT update.
-const enqueueStaleSQL = `
-WITH due AS (
-    SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
-    FROM subscription_projection p
-    WHERE p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4
-      AND ` + staleSQL + `
-    ORDER BY p.observed_at
-    LIMIT $7
-), ins AS (
-    INSERT INTO outbox (message_key, message)
-    SELECT ` + checkColumns + ` FROM due
-)
-SELECT count(*) FROM due`
-
-// enqueueParkedSQL sends a check for each parked projection that has had
-// none since it was parked, and again every $2 seconds for providers in $1
-// (their checks fetch, and a fetch may fail for a while). It says per
-// provider how many it sent and how many were first checks, so a parked
-// resource counts as one divergence, not one per round.
-const enqueueParkedSQL = `
-WITH due AS (
-    SELECT provider, source_account, environment, resource_type, resource_id, reconcile_checked_at IS NULL AS first,
-           status, deleted, needs_reconcile_reason
-    FROM subscription_projection
-    WHERE needs_reconcile
-      AND ($3 = '' OR provider = $3) AND ($4 = '' OR source_account = $4) AND ($5 = '' OR environment = $5)
-      AND (reconcile_checked_at IS NULL
-           OR (provider = ANY($1::text[]) AND reconcile_checked_at <= now() - make_interval(secs => $2::float8)))
-    FOR UPDATE SKIP LOCKED
-), upd AS (
-    UPDATE subscription_projection p SET reconcile_checked_at = now()
-    FROM due d
-    WHERE p.provider = d.provider AND p.source_account = d.source_account AND p.environment = d.environment
-      AND p.resource_type = d.resource_type AND p.resource_id = d.resource_id
-), ins AS (
-    INSERT INTO outbox (message_key, message)
-    SELECT ` + checkColumns + ` FROM due
-), div AS (
-    INSERT INTO reconcile_divergence (provider, source_account, environment, resource_type, resource_id, kind, projection_says, provider_says)
-    SELECT provider, source_account, environment, resource_type, resource_id, 'parked',
-           CASE WHEN deleted THEN 'deleted' ELSE status END, coalesce(needs_reconcile_reason, 'parked')
-    FROM due WHERE first
-    ON CONFLICT (provider, source_account, environment, resource_type, resource_id, kind, provider_says) WHERE resolved_at IS NULL
-    DO UPDATE SET last_seen_at = now()
-)
-SELECT provider, count(*), count(*) FILTER (WHERE first) FROM due GROUP BY provider`
-
-// resolveUnparkedSQL closes the parked divergences of projections no
-// longer parked (a newer version or a check resolved them).
-const resolveUnparkedSQL = `
-UPDATE reconcile_divergence d SET resolved_at = now()
-WHERE d.kind = 'parked' AND d.resolved_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM subscription_projection p
-                  WHERE p.provider = d.provider AND p.source_account = d.source_account AND p.environment = d.environment
-                    AND p.resource_type = d.resource_type AND p.resource_id = d.resource_id AND p.needs_reconcile)`
-
 // RunOnce runs one round over every source and returns the checks and
 // events it enqueued. Each step runs whatever became of the others; the
 // error joins the steps that failed.
@@ -386,10 +319,9 @@ func (r *Reconciler) now() time.Time { return r.cfg.Now() }
 // reconcileSource checks the source's stale projections, then walks its
 // listing from its checkpoint.
 func (r *Reconciler) reconcileSource(ctx context.Context, s provider.Source, rep *SourceReport) error {
-	var stale int64
-	if err := r.pool.QueryRow(ctx, enqueueStaleSQL, s.Provider, s.SourceAccount, s.Environment, s.ResourceType,
-		r.cfg.StaleAfter.Seconds(), terminal(s), r.cfg.MaxStale).Scan(&stale); err != nil {
-		return fmt.Errorf("enqueue stale projections of %s %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
+	stale, err := projection.EnqueueStale(ctx, r.pool, r.scope(s, terminal(s)), r.cfg.MaxStale)
+	if err != nil {
+		return err
 	}
 	rep.Checks += stale
 	r.enqueued.WithLabelValues("stale").Add(float64(stale))
@@ -400,29 +332,28 @@ func (r *Reconciler) reconcileSource(ctx context.Context, s provider.Source, rep
 }
 
 func (r *Reconciler) enqueueParked(ctx context.Context, f Filter) (int64, error) {
-	rows, err := r.pool.Query(ctx, enqueueParkedSQL, r.cfg.FetchProviders, r.cfg.ParkedRecheck.Seconds(), f.Provider, f.SourceAccount, f.Environment)
-	if err != nil {
-		return 0, fmt.Errorf("enqueue parked resources: %w", err)
-	}
+	sent, err := projection.EnqueueParked(ctx, r.pool, projection.ParkedChecks{FetchProviders: r.cfg.FetchProviders,
+		RecheckAfter: r.cfg.ParkedRecheck, Provider: f.Provider, SourceAccount: f.SourceAccount, Environment: f.Environment})
 	var total int64
-	for rows.Next() {
-		var provider string
-		var n, first int64
-		if err := rows.Scan(&provider, &n, &first); err != nil {
-			rows.Close()
-			return total, fmt.Errorf("enqueue parked resources: %w", err)
-		}
-		total += n
-		r.divergences.WithLabelValues(provider, "parked").Add(float64(first))
+	for _, p := range sent {
+		total += p.Checks
+		r.divergences.WithLabelValues(p.Provider, "parked").Add(float64(p.First))
 	}
-	if err := rows.Err(); err != nil {
-		return total, fmt.Errorf("enqueue parked resources: %w", err)
+	if err != nil {
+		return total, err
 	}
 	r.enqueued.WithLabelValues("parked").Add(float64(total))
-	if _, err := r.pool.Exec(ctx, resolveUnparkedSQL); err != nil {
-		return total, fmt.Errorf("resolve unparked divergences: %w", err)
+	if err := projection.ResolveUnparked(ctx, r.pool); err != nil {
+		return total, err
 	}
 	return total, nil
+}
+
+// scope is the projections of s's resource type, stale after StaleAfter
+// unless their status is one of terminal.
+func (r *Reconciler) scope(s provider.Source, terminal []string) projection.Scope {
+	return projection.Scope{Provider: s.Provider, SourceAccount: s.SourceAccount, Environment: s.Environment,
+		ResourceType: s.ResourceType, StaleAfter: r.cfg.StaleAfter, Terminal: terminal}
 }
 
 // requeueLost re-publishes pending events whose Kafka record is lost, and

@@ -17,8 +17,8 @@ GO="${GO:-go}"
 # past its session timeout), partition replay, topic creation, the CLI
 # (fence resize, replay), the reconciler and ops API over the pipeline, and
 # the small chaos run (every service its own process, faults from a seed).
-PACKAGES=(./e2e ./outbox-relay ./processor ./pkg/partreplay ./pkg/topic ./internal/cli
-	./reconciler ./pkg/opsapi ./pkg/explain ./pkg/opsmetrics ./internal/chaos)
+PACKAGES=(./e2e ./outbox-relay ./processor ./pkg/ops/replay ./pkg/topic ./internal/cli
+	./reconciler ./pkg/ops/api ./pkg/ops/explain ./pkg/ops/metrics ./internal/chaos)
 FAULT_LOG="${FAULT_LOG:-${TMPDIR:-/tmp}/hookyard-test-kafka-faults.log}"
 
 was_up=0

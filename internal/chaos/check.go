@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/effects"
-	"github.com/hookyard/hookyard/pkg/explain"
+	actionpkg "github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 )
 
 // Row is one line of the table: an invariant, what was checked, and the
@@ -236,7 +236,7 @@ func (s *system) check(ctx context.Context, rep *Report, tr *traffic, sm *sample
 	if rows, err := s.pool.Query(ctx, `SELECT provider, source_account, environment, subject_id, kind, done_at FROM action
 WHERE kind = 'receipt' AND status = 'sent' AND done_at IS NOT NULL`); err == nil {
 		for rows.Next() {
-			var k effects.Key
+			var k actionpkg.Key
 			var done time.Time
 			if rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.SubjectID, &k.Kind, &done) == nil {
 				sentAt[k.String()] = done

@@ -8,11 +8,11 @@ import (
 	"io"
 	"strings"
 
-	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/pkg/action"
 )
 
 // actionFlags declares the filters actions list and actions replay share.
-func actionFlags(fs *flag.FlagSet, f *effects.Filter, since *timeValue) {
+func actionFlags(fs *flag.FlagSet, f *action.Filter, since *timeValue) {
 	fs.StringVar(&f.Provider, "provider", "", "only this provider")
 	fs.StringVar(&f.SourceAccount, "account", "", "only this source account")
 	fs.StringVar(&f.Environment, "environment", "", "only this environment")
@@ -28,19 +28,19 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 	}
 	fs := flag.NewFlagSet("actions "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var f effects.Filter
+	var f action.Filter
 	var since timeValue
 	switch args[0] {
 	case "list":
 		actionFlags(fs, &f, &since)
-		fs.StringVar(&f.Status, "status", effects.StatusDead, "status: dead, pending, sending, failed, ambiguous, sent")
-		fs.IntVar(&f.Limit, "limit", effects.ListLimitDefault, "most actions to list")
+		fs.StringVar(&f.Status, "status", action.StatusDead, "status: dead, pending, sending, failed, ambiguous, sent")
+		fs.IntVar(&f.Limit, "limit", action.ListLimitDefault, "most actions to list")
 		pos, err := parseInterleaved(fs, args[1:])
 		if err != nil || len(pos) > 0 || f.Limit <= 0 {
 			return usageErr("actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind K] [-since 24h] [-limit N]%s", errSuffix(err))
 		}
 		f.Since = since.t
-		rows, err := effects.List(ctx, e.pool, f)
+		rows, err := action.List(ctx, e.pool, f)
 		if err != nil {
 			return err
 		}
@@ -50,17 +50,17 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 		if err != nil || len(pos) != 5 {
 			return usageErr("actions show PROVIDER ACCOUNT ENV SUBJECT KIND%s", errSuffix(err))
 		}
-		sh, err := effects.Show(ctx, e.pool, actionKey(pos))
+		sh, err := action.Show(ctx, e.pool, actionKey(pos))
 		if err != nil {
 			return err
 		}
-		if sh.Action.Status == effects.StatusPending {
+		if sh.Action.Status == action.StatusPending {
 			sh.Waiting = actionsWaiting(e.cfg)[sh.Action.Kind]
 		}
 		return printJSON(stdout, sh)
 	case "replay":
 		actionFlags(fs, &f, &since)
-		fs.IntVar(&f.Limit, "limit", effects.ReplayLimitDefault, "most actions to replay")
+		fs.IntVar(&f.Limit, "limit", action.ReplayLimitDefault, "most actions to replay")
 		pos, err := parseInterleaved(fs, args[1:])
 		if err != nil || (len(pos) != 0 && len(pos) != 5) || f.Limit <= 0 {
 			return usageErr("actions replay PROVIDER ACCOUNT ENV SUBJECT KIND, or actions replay [filters of actions list] [-limit N]%s", errSuffix(err))
@@ -71,8 +71,8 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 			if len(set) > 0 {
 				return usageErr("actions replay of one action takes no filters (%s)", strings.Join(set, " "))
 			}
-			err := effects.ReplayDead(ctx, e.pool, actionKey(pos))
-			if errors.Is(err, effects.ErrNotDead) {
+			err := action.ReplayDead(ctx, e.pool, actionKey(pos))
+			if errors.Is(err, action.ErrNotDead) {
 				return fmt.Errorf("%w; only dead actions are replayed (a sent one is never sent again)", err)
 			}
 			if err != nil {
@@ -81,7 +81,7 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 			return printJSON(stdout, map[string]any{"replayed": 1})
 		}
 		f.Since = since.t
-		n, err := effects.ReplayDeadMatching(ctx, e.pool, f)
+		n, err := action.ReplayDeadMatching(ctx, e.pool, f)
 		if err != nil {
 			return err
 		}
@@ -90,6 +90,6 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 	return usageErr("actions %s: unknown, want list, show or replay", args[0])
 }
 
-func actionKey(pos []string) effects.Key {
-	return effects.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], SubjectID: pos[3], Kind: pos[4]}
+func actionKey(pos []string) action.Key {
+	return action.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], SubjectID: pos[3], Kind: pos[4]}
 }

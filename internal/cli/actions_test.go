@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/pkg/action"
 )
 
 // `hookyard actions list|show|replay` work like `dead ...` for external
@@ -26,8 +27,8 @@ VALUES ('stripe', 'acct_a', 'test', 'in_dead', 'receipt', 'evt_in_dead', 'dead',
 	require.NoError(t, err)
 
 	var l struct {
-		Actions []effects.Action `json:"actions"`
-		Count   int              `json:"count"`
+		Actions []action.Action `json:"actions"`
+		Count   int             `json:"count"`
 	}
 	e.runJSON(&l, "actions", "list")
 	require.Equal(t, 1, l.Count)
@@ -35,7 +36,7 @@ VALUES ('stripe', 'acct_a', 'test', 'in_dead', 'receipt', 'evt_in_dead', 'dead',
 	e.runJSON(&l, "actions", "list", "-status", "pending", "-kind", "receipt", "-since", "1h")
 	require.Equal(t, "in_pending", l.Actions[0].SubjectID)
 
-	var sh effects.Shown
+	var sh action.Shown
 	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "in_pending", "receipt")
 	require.Equal(t, effects.ReasonNoURL, sh.Waiting)
 	require.Equal(t, "hookyard:stripe:acct_a:test:in_pending:receipt", sh.Action.IdempotencyKey)
@@ -55,10 +56,10 @@ VALUES ('stripe', 'acct_a', 'test', 'in_dead', 'receipt', 'evt_in_dead', 'dead',
 	e.runJSON(&rep, "actions", "replay", "-provider", "stripe")
 	require.Equal(t, 1, rep.Replayed)
 	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "in_dead", "receipt")
-	require.Equal(t, effects.StatusPending, sh.Action.Status)
+	require.Equal(t, action.StatusPending, sh.Action.Status)
 
 	t.Setenv("RECEIPT_WEBHOOK_URL", "http://127.0.0.1:1/receipts")
-	sh = effects.Shown{}
+	sh = action.Shown{}
 	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "in_pending", "receipt")
 	require.Empty(t, sh.Waiting)
 	code, out, _ = e.run("explain", "stripe", "acct_a", "test", "subscription", "sub_1")

@@ -25,7 +25,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/job"
+	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 

@@ -5,8 +5,8 @@ import (
 	"flag"
 	"io"
 
-	"github.com/hookyard/hookyard/pkg/explain"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 )
 
 // explainCmd prints a resource's timeline: plain text for a person, or the

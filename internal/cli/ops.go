@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/opsapi"
-	"github.com/hookyard/hookyard/pkg/partreplay"
+	"github.com/hookyard/hookyard/pkg/ops/api"
+	partreplay "github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
 
@@ -85,7 +85,7 @@ func deadCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error
 		if err != nil || len(pos) != 4 {
 			return usageErr("dead show PROVIDER ACCOUNT ENV EVENT_ID [-payload]%s", errSuffix(err))
 		}
-		ev, err := opsapi.ShowEvent(ctx, e.pool, inbox.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], EventID: pos[3]}, *payload)
+		ev, err := api.ShowEvent(ctx, e.pool, inbox.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], EventID: pos[3]}, *payload)
 		if err != nil {
 			return err
 		}

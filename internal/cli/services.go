@@ -25,13 +25,14 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/config"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
-	"github.com/hookyard/hookyard/pkg/job"
-	"github.com/hookyard/hookyard/pkg/opsapi"
-	"github.com/hookyard/hookyard/pkg/opsmetrics"
+	"github.com/hookyard/hookyard/pkg/ops/api"
+	"github.com/hookyard/hookyard/pkg/ops/job"
+	"github.com/hookyard/hookyard/pkg/ops/metrics"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
 	"github.com/hookyard/hookyard/pkg/topic"
@@ -204,7 +205,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 	// The database-wide gauges (inbox backlog, open actions) are reported by
 	// the reconciler, a single service that does not depend on the
 	// processors being healthy: a backlog must show while they are down.
-	if err := reg.Register(opsmetrics.New(e.pool, e.log, opsmetrics.Config{})); err != nil {
+	if err := reg.Register(metrics.New(e.pool, e.log, metrics.Config{})); err != nil {
 		if !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 			e.log.Warn("register database gauges", slog.String("error", err.Error()))
 		}
@@ -237,15 +238,15 @@ func (e *env) effects() (*effects.Sender, error) {
 // being sent, for explain and `actions show`.
 func actionsWaiting(cfg *config.Config) map[string]string {
 	if cfg.Effects.ReceiptURL == "" {
-		return map[string]string{effects.KindReceipt: effects.ReasonNoURL}
+		return map[string]string{action.KindReceipt: effects.ReasonNoURL}
 	}
 	return nil
 }
 
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
 func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
-	jobs := opsapi.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
-	return opsapi.New(e.pool, e.log, opsapi.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
+	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
+	return api.New(e.pool, e.log, api.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
 		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs}), jobs
 }
 

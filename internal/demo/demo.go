@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/hookyard/hookyard/pkg/access"
-	"github.com/hookyard/hookyard/pkg/explain"
+	"github.com/hookyard/hookyard/pkg/ops/explain"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"

@@ -28,7 +28,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/dbtest"
 	"github.com/hookyard/hookyard/pkg/kafkatest"
 	"github.com/hookyard/hookyard/pkg/message"
-	"github.com/hookyard/hookyard/pkg/opsapi"
+	"github.com/hookyard/hookyard/pkg/ops/api"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
@@ -125,7 +125,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 	p.SimServer = httptest.NewServer(p.Sim)
 	p.Stripe = stripe.NewClient(stripe.APIConfig{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 10000, Burst: 10000,
 		BreakerOpenFor: 500 * time.Millisecond, Timeout: 2 * time.Second}, p.Log)
-	p.Ops = httptest.NewServer(opsapi.New(p.Pool, p.Log, opsapi.Config{Token: OpsToken}))
+	p.Ops = httptest.NewServer(api.New(p.Pool, p.Log, api.Config{Token: OpsToken}))
 
 	relay, err := outboxrelay.New(p.Pool, p.Log, outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, PollInterval: 100 * time.Millisecond})
 	require.NoError(t, err)

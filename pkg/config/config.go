@@ -13,8 +13,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/pkg/access"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
@@ -372,7 +372,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("config: processor.max_attempts must not be negative (0: no cap)"))
 	}
 	if u := c.Effects.ReceiptURL; u != "" {
-		if err := effects.CheckURL(u); err != nil {
+		if err := action.CheckURL(u); err != nil {
 			errs = append(errs, fmt.Errorf("config: effects.receipt_url (or RECEIPT_WEBHOOK_URL): %w", err))
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/pkg/action"
 )
 
 // OpsTokenMinLen is the shortest ops token a service outside `hookyard dev`
@@ -58,7 +58,7 @@ func (c *Config) CheckProduction() error {
 			}
 		}
 	}
-	if u := c.Effects.ReceiptURL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !effects.IsLoopback(u) {
+	if u := c.Effects.ReceiptURL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
 		// A receipt carries the invoice (customer, amounts) to another host.
 		errs = append(errs, fmt.Errorf("%w: RECEIPT_WEBHOOK_URL (effects.receipt_url) is plain http to another host; use https, or set effects.allow_http", ErrDevDefault))
 	}

@@ -1,5 +1,9 @@
 // Package inbox owns webhook_inbox: durable intake of verified events (with
-// their outbox rows, in one statement), and their processing state.
+// their outbox rows, in one statement), and their processing state. Every
+// statement over webhook_inbox is here: intake, the processor's batch load
+// and marks (QueueMarks, queued into the processor's own transaction, so an
+// event is marked with its effect), retries, replays, requeues and purges,
+// the reconciler's lookups, and the reads of the ops tools and gauges.
 //
 // It must never acknowledge an event before its inbox row and outbox row are
 // committed together, and never decide identity with a SELECT before an

@@ -157,3 +157,17 @@ func PurgeChunk(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, chunk
 	}
 	return tag.RowsAffected(), nil
 }
+
+// receivedSQL tells whether an event is in the inbox, by its primary key.
+const receivedSQL = `
+SELECT EXISTS (SELECT 1 FROM webhook_inbox WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4)`
+
+// Received reports whether the inbox holds the event of k. The reconciler
+// asks before it asks a provider to redeliver an event: the receiver may
+// have stored it even though the provider saw no 2xx (a timeout after the
+// commit).
+func Received(ctx context.Context, pool *pgxpool.Pool, k Key) (bool, error) {
+	var received bool
+	err := pool.QueryRow(ctx, receivedSQL, k.Provider, k.SourceAccount, k.Environment, k.EventID).Scan(&received)
+	return received, err
+}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/message"
 )
 
 // ParkedListLimitDefault is the default of ParkedFilter.Limit.
@@ -54,4 +57,33 @@ ORDER BY parked_at NULLS FIRST, updated_at LIMIT $4`, f.Provider, f.SourceAccoun
 		out = []Projection{}
 	}
 	return out, nil
+}
+
+// needsReconcileSQL parks the projections of hints that died. It leaves
+// updated_at alone: the state did not change, only the doubt about it.
+// A resource with no projection has nothing to park; the reconciler's
+// listing finds it as missing.
+const needsReconcileSQL = `
+UPDATE subscription_projection p
+SET needs_reconcile = true, needs_reconcile_reason = 'a hint exhausted its retry window',
+    parked_at = now(), reconcile_checked_at = NULL
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+     AS u(provider, source_account, environment, resource_type, resource_id)
+WHERE p.provider = u.provider AND p.source_account = u.source_account AND p.environment = u.environment
+  AND p.resource_type = u.resource_type AND p.resource_id = u.resource_id AND NOT p.needs_reconcile`
+
+// QueueNeedsReconcile queues into b the parking of the projections of rs,
+// resources whose hint exhausted its retries: the provider's state never
+// arrived, so the projection may be wrong, and the reconciler checks it.
+func QueueNeedsReconcile(b *pgx.Batch, rs []message.Resource) {
+	if len(rs) == 0 {
+		return
+	}
+	cols := make([][]string, 5)
+	for _, r := range rs {
+		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID} {
+			cols[i] = append(cols[i], v)
+		}
+	}
+	b.Queue(needsReconcileSQL, cols[0], cols[1], cols[2], cols[3], cols[4]).Exec(func(pgconn.CommandTag) error { return nil })
 }

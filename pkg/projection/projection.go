@@ -1,10 +1,23 @@
 // Package projection owns subscription_projection and projection_history:
-// the current state of each resource and the record of why it is so.
+// the current state of each resource and the record of why it is so, and
+// every statement over them — the processor's writes and its parking of
+// resources whose hint died (queued into its batch transaction), the
+// reconciler's choice of what to check, and the reads of the query API and
+// explain.
 //
 // A projection only moves forward. Versioned writes compare versions inside
 // the write itself (never read-then-write); deletions leave a tombstone with
 // their version. Callers run these writes in a transaction that also checked
 // the writer's fencing generation.
+//
+// Some statements here also write other tables: the reconciler's (stale,
+// parked, listed) insert their checks into outbox and their divergences into
+// reconcile_divergence, in the same statement that picks the projections. A
+// multi-table statement lives with the table whose rows it decides on, and
+// stays one statement so that the decision and its writes cannot part.
+// reconcile_divergence is read here too (Divergences). This package must
+// never call a provider, and never write a projection without the write
+// deciding, by version or observation time, that it moves forward.
 package projection
 
 import (

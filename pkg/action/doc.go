@@ -1,0 +1,34 @@
+// Package action owns the action table: the external effects the processor
+// records (today the receipt of a paid invoice), each under a stable key
+// (see Key.String), and every statement that reads or writes them — the
+// processor's insert (QueueRecord, queued into its batch transaction), the
+// sender's claim and settle, and the operators' list, show and replay.
+//
+// # State machine
+//
+//	pending ──claim──▶ sending ──2xx, or 409 for the same key──▶ sent
+//	                      │ ├──5xx, 408, 429, refused connection──▶ failed ──due──▶ sending
+//	                      │ ├──timeout, cut connection after the request left──▶ ambiguous ──due──▶ sending
+//	                      │ └──other 4xx, a 3xx, no fact, or attempts exhausted──▶ dead ──replay──▶ pending
+//	                      └──lease expired (sender killed)──▶ claimed again: sending
+//
+// A claim is one statement: it picks due actions (pending, failed, ambiguous,
+// or sending with an expired lease) in next_attempt_at order through the
+// partial index action_due, with FOR UPDATE SKIP LOCKED, and marks them
+// sending with attempts+1 and next_attempt_at = now() + lease. It commits
+// before any request is made. The outcome is written only while the action
+// is still sending under the same attempt number (the attempt number is the
+// claim's token: it only grows, a replay included); a sender that lost its
+// lease writes nothing, and the action's next owner sends it again.
+//
+// Two statements here also read fact, the table of package fact: the claim
+// joins each claimed action's fact, and ForResource finds a resource's
+// actions through its facts. Each stays one statement (one snapshot, one
+// plan, checked on tables without statistics); the fact package owns every
+// statement that writes facts and the reads of a fact on its own.
+//
+// Timestamps that decide claims come from Postgres's clock (now()), never
+// from a sender's, so senders on machines with skewed clocks still agree.
+// This package makes no HTTP call; it must never decide an action from the
+// current subscription state, and never send an action that is sent.
+package action

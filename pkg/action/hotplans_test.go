@@ -1,0 +1,20 @@
+package action
+
+import (
+	"testing"
+
+	"github.com/hookyard/hookyard/internal/plantest"
+	"github.com/hookyard/hookyard/pkg/dbtest"
+)
+
+// The processor records actions in every batch that has some; the insert
+// reads nothing but its conflict arbiter, whatever the statistics.
+func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	p, a, e, id := plantest.PendingKeys(1)
+	plantest.Run(t, s.Pool, []plantest.Case{
+		{Name: "record an action", SQL: recordSQL, Args: []any{p[0], a[0], e[0], "inv_new", "receipt", id[0], (*string)(nil)},
+			Reads: []string{}},
+	})
+}

@@ -1,0 +1,11 @@
+// Package fact owns the fact table: things a provider told us happened (an
+// invoice paid), recorded by their own identity — provider, account,
+// environment, fact type and fact id — whatever the current state of the
+// resource they are about (invariant 8).
+//
+// The processor records facts in its batch transaction, beside the event's
+// mark, through QueueRecord; the effects sender and the ops tools read them
+// by key. A fact is written once and never updated: a repeated event finds
+// its fact already there and changes nothing. This package must never decide
+// anything from a projection, and never delete or rewrite a fact.
+package fact

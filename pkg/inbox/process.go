@@ -1,0 +1,166 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// This file holds the processor's per-batch statements: the load of a
+// batch's rows, and the marks it queues into its own write transaction, so
+// an event is marked in the transaction of its effect (invariant 7).
+
+// Loaded is an inbox row as the processor reads it for a batch.
+type Loaded struct {
+	Key
+	EndpointID, EventType    string
+	ResourceType, ResourceID string
+	Version                  *int64
+	// Payload is the event as received (the raw bytes when jsonb could not
+	// hold it).
+	Payload    []byte
+	Status     string
+	Attempts   int
+	ReceivedAt time.Time
+	// FirstFailedAt is when the current run of failures began; nil when
+	// the event has not failed since it was received or replayed.
+	FirstFailedAt *time.Time
+}
+
+// loadSQL looks each key up by the primary key. A plain join lets the
+// planner pick a merge or hash join for large batches, reading every row of
+// the account (all rows share provider, account and environment); the
+// LATERAL subquery with LIMIT 1 cannot be flattened into a join, so it stays
+// one index probe per key. The probe is by the primary key because no other
+// index begins with its columns: while webhook_inbox_resource did, a table
+// without statistics made the two tie and each probe could read the whole
+// account (migration 00006; TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
+const loadSQL = `
+SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
+       w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
+       w.status, w.attempts, w.received_at, w.first_failed_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
+CROSS JOIN LATERAL (
+    SELECT * FROM webhook_inbox i
+    WHERE i.provider = k.provider AND i.source_account = k.source_account
+      AND i.environment = k.environment AND i.event_id = k.event_id
+    LIMIT 1
+) w`
+
+// Load reads the rows of keys, one primary-key probe each; a key with no
+// row is absent from the map.
+func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded, error) {
+	out := make(map[Key]*Loaded, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	p, a, e, id := keyColumns(keys)
+	rows, err := pool.Query(ctx, loadSQL, p, a, e, id)
+	if err != nil {
+		return nil, fmt.Errorf("load inbox rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := &Loaded{}
+		var payload *string
+		var raw []byte
+		if err := rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
+			&r.ResourceType, &r.ResourceID, &r.Version, &payload, &raw, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt); err != nil {
+			return nil, fmt.Errorf("load inbox rows: %w", err)
+		}
+		// A payload jsonb could not hold was kept as raw bytes; read those.
+		r.Payload = raw
+		if payload != nil {
+			r.Payload = []byte(*payload)
+		}
+		out[r.Key] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load inbox rows: %w", err)
+	}
+	return out, nil
+}
+
+// Mark is what became of a loaded pending event.
+type Mark struct {
+	Key
+	Status   string
+	Outcome  string
+	LastErr  *string
+	Attempts int
+	// Next is the next attempt of a retrying event.
+	Next *time.Time
+	// FirstFailed is when the current run of failures began (nil once the
+	// event succeeded).
+	FirstFailed *time.Time
+}
+
+// markSQL sets each event's outcome, only while the row is still as the
+// batch loaded it (pending). That status comes from the input rows, not from
+// a literal: with "status = 'pending'" the planner can prove the partial
+// index webhook_inbox_pending applies, and with statistics taken while
+// nothing was pending that index looks empty and ties with the primary key;
+// during a backlog each key's probe through it reads every pending row.
+// Compared with a column of the batch, the primary key is the only index
+// that fits.
+// Nested loops over the primary key are the plan whatever the statistics
+// (TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
+const markSQL = `
+UPDATE webhook_inbox w
+SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts = u.attempts,
+    next_attempt_at = u.next_attempt_at, first_failed_at = u.first_failed_at,
+    processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::text[])
+     AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at, loaded_status)
+WHERE w.provider = u.provider AND w.source_account = u.source_account
+  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = u.loaded_status`
+
+// QueueMarks queues marks into b, for the transaction that applies their
+// events' effects. Each mark applies only while its event is still
+// pending.
+func QueueMarks(b *pgx.Batch, marks []Mark) {
+	if len(marks) == 0 {
+		return
+	}
+	n := len(marks)
+	cols := make([][]string, 6)
+	for i := range cols {
+		cols[i] = make([]string, 0, n)
+	}
+	errs := make([]*string, 0, n)
+	attempts := make([]int32, 0, n)
+	next := make([]*time.Time, 0, n)
+	firstFailed := make([]*time.Time, 0, n)
+	loaded := make([]string, 0, n)
+	for _, mk := range marks {
+		for i, v := range []string{mk.Provider, mk.SourceAccount, mk.Environment, mk.EventID, mk.Status, mk.Outcome} {
+			cols[i] = append(cols[i], v)
+		}
+		errs = append(errs, mk.LastErr)
+		attempts = append(attempts, int32(mk.Attempts))
+		next = append(next, mk.Next)
+		firstFailed = append(firstFailed, mk.FirstFailed)
+		loaded = append(loaded, StatusPending)
+	}
+	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next, firstFailed, loaded).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+// markDeadSQL marks one event dead while it is pending; the status to find
+// is an input row's, for markSQL's reason: only the primary key fits.
+const markDeadSQL = `
+UPDATE webhook_inbox w
+SET status = 'dead', outcome = 'failed', last_error = $5, attempts = w.attempts + 1, processed_at = now()
+FROM unnest($6::text[]) AS u(loaded_status)
+WHERE w.provider = $1 AND w.source_account = $2 AND w.environment = $3 AND w.event_id = $4 AND w.status = u.loaded_status`
+
+// MarkDead marks the event of k dead with lastError, in the caller's
+// transaction (the processor checks its fence in it first), while it is
+// pending.
+func MarkDead(ctx context.Context, tx pgx.Tx, k Key, lastError string) error {
+	_, err := tx.Exec(ctx, markDeadSQL, k.Provider, k.SourceAccount, k.Environment, k.EventID, lastError, []string{StatusPending})
+	return err
+}
