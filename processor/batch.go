@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -423,19 +422,6 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 	return hist, append(marks, mk)
 }
 
-// retryAfter is implemented by provider errors that say when to try again
-// (a provider client's answers with a Retry-After header).
-type retryAfter interface{ RetryAfter() time.Duration }
-
-// exhausted says whether an event failing since first has no retry left at
-// now: its retry window ended, or the optional attempt cap is reached.
-func (p *Processor) exhausted(first, now time.Time, attempts int) bool {
-	if !now.Before(first.Add(p.cfg.RetryWindow)) {
-		return true
-	}
-	return p.cfg.MaxAttempts > 0 && attempts >= p.cfg.MaxAttempts
-}
-
 // checkDetail says in words what a reconciliation check found.
 func checkDetail(finding, previous, found string) string {
 	switch finding {
@@ -445,28 +431,6 @@ func checkDetail(finding, previous, found string) string {
 		return "reconcile check: no projection; provider has " + found
 	}
 	return "reconcile check: diverged: projection had " + previous + ", provider has " + found
-}
-
-// nextAttempt is when an event failing since first is tried again. The
-// delay is about the time it has been failing (between BackoffBase and
-// BackoffMax, with jitter in [d/2, d]), so delays double per try whether or
-// not the try reached the provider, and never pass the window's end: the
-// last try happens when the window closes. A failure that says when to come
-// back (a 429's or 503's Retry-After) is not retried sooner.
-func (p *Processor) nextAttempt(first, now time.Time, failure error) time.Time {
-	d := min(max(now.Sub(first), p.cfg.BackoffBase), p.cfg.BackoffMax)
-	if d <= 0 {
-		d = 1
-	}
-	next := now.Add(d/2 + rand.N(d/2+1))
-	var ra retryAfter
-	if errors.As(failure, &ra) && now.Add(ra.RetryAfter()).After(next) {
-		next = now.Add(ra.RetryAfter())
-	}
-	if end := first.Add(p.cfg.RetryWindow); next.After(end) {
-		next = end
-	}
-	return next
 }
 
 // queueMarks queues the batch's inbox marks, then the parking of the

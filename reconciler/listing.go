@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -23,54 +22,6 @@ const (
 	// KindParked: a projection was parked (version gap, conflict, unordered).
 	KindParked = "parked"
 )
-
-// walkListing pages through a source's resources from its checkpoint
-// (a walk interrupted by an error resumes where it stopped), checking
-// what diverged.
-func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *SourceReport) error {
-	// The source's provider calls share its credentials' quota with the
-	// processor's fetches, inside the smaller background share.
-	ctx = provider.Background(ctx)
-	listing := listingOf(s.ResourceType)
-	lr := rep.listing(listing)
-	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), listing)
-	if err != nil {
-		return err
-	}
-	after := cp.Cursor
-	lr.ResumedAt = after
-	terminal := terminal(s)
-	for {
-		items, more, err := s.Lister.ListObjects(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
-		if err != nil {
-			err = fmt.Errorf("list %s %s for %s/%s: %w", s.Provider, s.ResourceType, s.SourceAccount, s.Environment, err)
-			return r.interrupted(ctx, s, lr, after, err)
-		}
-		lr.Pages++
-		if len(items) > 0 {
-			if err := r.checkListed(ctx, s, terminal, items, rep); err != nil {
-				return r.interrupted(ctx, s, lr, after, err)
-			}
-		}
-		if !more || len(items) == 0 {
-			lr.Complete = true
-			return saveComplete(ctx, r.pool, s.Name(), listing, nil)
-		}
-		after = items[len(items)-1].ID
-		if err := saveProgress(ctx, r.pool, s.Name(), listing, after, nil); err != nil {
-			return err
-		}
-	}
-}
-
-// interrupted records where a walk stopped and why, and returns the error.
-func (r *Reconciler) interrupted(ctx context.Context, s provider.Source, lr *ListingReport, cursor string, err error) error {
-	lr.Error = err.Error()
-	if serr := saveProgress(ctx, r.pool, s.Name(), lr.Listing, cursor, err); serr != nil {
-		return fmt.Errorf("%w; %w", err, serr)
-	}
-	return err
-}
 
 func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, rep *SourceReport) error {
 	listed := make([]projection.Listed, len(items))

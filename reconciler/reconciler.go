@@ -419,13 +419,3 @@ func (r *Reconciler) requeueLost(ctx context.Context) (int64, error) {
 	}
 	return n, err
 }
-
-// walkStart is where a walk with no cursor of its own starts: Overlap
-// before the last complete walk's newest event, or, on a source's first
-// walk, Backfill (at least Overlap) before now.
-func (r *Reconciler) walkStart(highWater *time.Time) time.Time {
-	if highWater != nil {
-		return highWater.Add(-r.cfg.Overlap)
-	}
-	return r.now().Add(-max(r.cfg.Backfill, r.cfg.Overlap))
-}
