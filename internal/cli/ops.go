@@ -7,13 +7,21 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/ops/api"
+	"github.com/hookyard/hookyard/pkg/ops/job"
 	partreplay "github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/projection"
+	"github.com/hookyard/hookyard/pkg/topic"
 )
 
 // timeValue is a flag holding a time given as a duration back from now
@@ -205,4 +213,223 @@ func replayPartition(ctx context.Context, e *env, args []string, stdout io.Write
 			rep.Stopped, rep.Skipped[inbox.SkipBusy], rep.NextOffset)
 	}
 	return err
+}
+
+func eventsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	status := fs.String("status", inbox.StatusDead, "status to list")
+	limit := fs.Int("limit", 100, "rows")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%v", err)
+	}
+	rows, err := inbox.List(ctx, e.pool, *status, *limit)
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"events": rows})
+}
+
+func purgeCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("purge", flag.ContinueOnError)
+	older := fs.Duration("older-than", e.cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")
+	if err := fs.Parse(args); err != nil || *older <= 0 {
+		return usageErr("purge needs -older-than DURATION (or retention.payload_age in the config)")
+	}
+	// Chunk by chunk, with the count so far on a terminal: a purge of a
+	// large inbox runs for minutes, and an operator wants to see it move.
+	cutoff, progress := time.Now().Add(-*older), terminalProgress()
+	var n int64
+	for {
+		c, err := inbox.PurgeChunk(ctx, e.pool, cutoff, job.PurgeChunk)
+		n += c
+		if err != nil {
+			return err
+		}
+		progress("purged %d payloads", n)
+		if c < job.PurgeChunk {
+			break
+		}
+	}
+	progress("")
+	return printJSON(stdout, map[string]any{"purged": n})
+}
+
+func sinceFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("since", 0, "only events received within this duration (0: all)")
+}
+
+func sinceTime(d time.Duration) time.Time {
+	if d <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(-d)
+}
+
+func replay(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErr("replay needs event, dead, resource or partition")
+	}
+	if args[0] == "partition" {
+		return replayPartition(ctx, e, args[1:], stdout)
+	}
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	since := sinceFlag(fs)
+	limit := fs.Int("limit", 1000, "most events to replay")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	var n int64
+	switch {
+	case args[0] == "event" && len(pos) == 4:
+		n, err = inbox.Replay(ctx, e.pool, inbox.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], EventID: pos[3]})
+	case args[0] == "dead" && len(pos) == 0:
+		n, err = inbox.ReplayDead(ctx, e.pool, sinceTime(*since), *limit)
+	case args[0] == "resource" && len(pos) == 5:
+		n, err = inbox.ReplayResource(ctx, e.pool, pos[0], pos[1], pos[2], pos[3], pos[4], sinceTime(*since))
+	default:
+		return usageErr("replay %s: wrong arguments", strings.Join(args, " "))
+	}
+	if err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"replayed": n})
+}
+
+// parseInterleaved accepts flags before or after positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func fenceCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErr("fence needs status or resize")
+	}
+	switch args[0] {
+	case "status":
+		parts, err := fence.Partitions(ctx, e.pool, e.cfg.Kafka.Topic)
+		if err != nil {
+			return err
+		}
+		// A count not recorded yet, or unreadable, prints as null.
+		var count *int
+		if n, ok, err := fence.RecordedCount(ctx, e.pool, e.cfg.Kafka.Topic); err == nil && ok {
+			count = &n
+		}
+		return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": count, "partitions": parts})
+	case "resize":
+		fs := flag.NewFlagSet("fence resize", flag.ContinueOnError)
+		n := fs.Int("partitions", 0, "new partition count")
+		force := fs.Bool("force", false, "resize even if the group has members or lag")
+		if err := fs.Parse(args[1:]); err != nil || *n <= 0 {
+			return usageErr("fence resize needs -partitions N")
+		}
+		return resize(ctx, e, *n, *force, stdout)
+	}
+	return usageErr("fence %s: unknown", args[0])
+}
+
+// resize checks the topic is drained (no group members, no lag), grows it,
+// then records the new count and bumps every generation. Rows still in the
+// outbox are fine: they are published after the resize, on the new mapping.
+func resize(ctx context.Context, e *env, n int, force bool, stdout io.Writer) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(e.cfg)...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if !force {
+		lags, err := adm.Lag(ctx, e.cfg.Kafka.Group)
+		if err != nil {
+			return fmt.Errorf("read consumer lag: %w", err)
+		}
+		if l, ok := lags[e.cfg.Kafka.Group]; ok {
+			if l.FetchErr != nil {
+				return fmt.Errorf("read consumer lag: %w", l.FetchErr)
+			}
+			if len(l.Members) > 0 {
+				return fmt.Errorf("consumer group %s still has %d members: stop the processors first", e.cfg.Kafka.Group, len(l.Members))
+			}
+			if tl := l.Lag.TotalByTopic()[e.cfg.Kafka.Topic]; tl.Lag > 0 {
+				return fmt.Errorf("consumer group %s has lag %d on %s: let it drain (or -force)", e.cfg.Kafka.Group, tl.Lag, e.cfg.Kafka.Topic)
+			}
+		}
+	}
+	cur, err := topic.Partitions(ctx, cl, e.cfg.Kafka.Topic)
+	if err != nil {
+		return err
+	}
+	// A broker may not know of a resize yet; the recorded count does.
+	recorded, _, err := fence.RecordedCount(ctx, e.pool, e.cfg.Kafka.Topic)
+	if err != nil {
+		return err
+	}
+	cur = max(cur, recorded)
+	if n < cur {
+		return fmt.Errorf("topic %s has %d partitions; Kafka cannot shrink it to %d", e.cfg.Kafka.Topic, cur, n)
+	}
+	if n > cur {
+		if err := addPartitions(ctx, adm, e.cfg.Kafka.Topic, n); err != nil {
+			return err
+		}
+	}
+	if err := fence.Resize(ctx, e.pool, e.cfg.Kafka.Topic, n); err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": n, "previous": cur})
+}
+
+// terminalProgress returns a printer of one progress line, rewritten in
+// place on standard error when that is a terminal, and silent otherwise
+// (scripts read the JSON on standard output). An empty format ends the line.
+func terminalProgress() func(format string, a ...any) {
+	fi, err := os.Stderr.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func(string, ...any) {}
+	}
+	return func(format string, a ...any) {
+		if format == "" {
+			fmt.Fprintln(os.Stderr)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "\r"+format+"\033[K", a...)
+	}
+}
+
+// addPartitions grows topic to n partitions. The topic's own answer counts:
+// a refusal (a broker's metadata lagged behind an earlier resize, so n is
+// not more than the topic has) must never let the count be recorded.
+// Retriable answers (a controller moving, a timeout) are tried again a few
+// times.
+func addPartitions(ctx context.Context, adm *kadm.Client, topicName string, n int) error {
+	for attempt := 1; ; attempt++ {
+		resp, err := adm.UpdatePartitions(ctx, n, topicName)
+		if err == nil {
+			for _, r := range resp {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == 3 || !kerr.IsRetriable(err) {
+			return fmt.Errorf("add partitions to %s: %w", topicName, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

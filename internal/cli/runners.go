@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookyard/hookyard/pkg/health"
+)
+
+func runDemo(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	return demoCmd(ctx, e.cfg, args, stdout)
+}
+
+func runChaos(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	return chaosCmd(ctx, e.cfg, e.log, args, stdout)
+}
+
+func runMigrate(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	e.log.InfoContext(ctx, "database ready")
+	return nil
+}
+
+func runDevCmd(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	return runDev(ctx, e, envOr("SIM_ADDR", SimAddrDefault))
+}
+
+func runReceiver(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	// The receiver's live heap is small and its garbage per request
+	// large; trading a few MiB for less collection is worth it unless
+	// the operator chose GOGC.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	r, err := e.receiver()
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, r.Run)
+}
+
+func runAPI(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	ops, jobs := e.opsAPI()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return jobs.Run(ctx) })
+	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
+	return g.Wait()
+}
+
+func runRelay(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	if err := ensureTopic(ctx, e.cfg, brokers(e.cfg)); err != nil {
+		return err
+	}
+	r, err := e.relay(brokers(e.cfg))
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, r.Run)
+}
+
+func runProcessor(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	p, err := e.processor(brokers(e.cfg), stripeBase(e.cfg))
+	if err != nil {
+		return err
+	}
+	// The processor records actions; its binary sends them too, so a
+	// deployment of processors needs no other service for receipts.
+	snd, err := e.effects()
+	if err != nil {
+		return err
+	}
+	// Readiness turns false when the processor stopped for good (the
+	// topic's partition count changed).
+	return withMetrics(ctx, e, func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return p.Run(ctx) })
+		g.Go(func() error { return snd.Run(ctx) })
+		return g.Wait()
+	}, p.Check)
+}
+
+func runEffects(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	snd, err := e.effects()
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, snd.Run)
+}
+
+func runReconciler(ctx context.Context, e *env, _ []string, _ io.Writer) error {
+	kc, err := kgo.NewClient(kgo.SeedBrokers(brokers(e.cfg)...))
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer kc.Close()
+	rec, err := e.reconciler(stripeBase(e.cfg), 0, kc)
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, rec.Run)
+}
+
+func runReconcile(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	return reconcileCmd(ctx, e, args, stdout, stripeBase(e.cfg))
+}
+
+func withMetrics(ctx context.Context, e *env, run func(context.Context) error, checks ...health.Check) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return e.serveMetrics(ctx, checks...) })
+	g.Go(func() error { return run(ctx) })
+	return g.Wait()
+}
