@@ -344,13 +344,16 @@ func TestChartPartitionCountMatchesTheImageConfig(t *testing.T) {
 	r := render(t, "")
 	require.Equal(t, img.Kafka.Partitions, intValue(t, r.values, "kafka.partitions"),
 		"values.yaml kafka.partitions caps processors by the partition count of deploy/hookyard.yaml")
-	// A config given in the values must agree with kafka.partitions too.
-	r = render(t, "ci/production-values.yaml")
-	var own struct {
-		Kafka struct{ Partitions int32 } `yaml:"kafka"`
+	// A config given in the values (the chart's default one included) must
+	// agree with kafka.partitions too.
+	for _, vs := range valueSets {
+		r = render(t, vs.file)
+		var own struct {
+			Kafka struct{ Partitions int32 } `yaml:"kafka"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(value(t, r.values, "config").(string)), &own))
+		require.Equal(t, own.Kafka.Partitions, intValue(t, r.values, "kafka.partitions"), vs.name)
 	}
-	require.NoError(t, yaml.Unmarshal([]byte(value(t, r.values, "config").(string)), &own))
-	require.Equal(t, own.Kafka.Partitions, intValue(t, r.values, "kafka.partitions"))
 }
 
 func TestEveryServiceHasADisruptionBudgetThatLetsADrainProceed(t *testing.T) {
