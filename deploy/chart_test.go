@@ -19,6 +19,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -41,6 +42,8 @@ type rendered struct {
 	jobs        []*batchv1.Job
 	services    []*corev1.Service
 	configMaps  []*corev1.ConfigMap
+
+	networkPolicies []*networkingv1.NetworkPolicy
 }
 
 // render renders the chart as `helm template` does, with the values of
@@ -53,6 +56,13 @@ func render(t *testing.T, valuesFile string) *rendered {
 		vals, err = chartutil.ReadValuesFile(filepath.Join(chartDir, valuesFile))
 		require.NoError(t, err)
 	}
+	return renderWith(t, vals)
+}
+
+// renderWith renders the chart with vals over its defaults, as `helm
+// install --set` would.
+func renderWith(t *testing.T, vals map[string]any) *rendered {
+	t.Helper()
 	out, top, err := renderValues(vals)
 	require.NoError(t, err)
 	merged, err := top.Table("Values")
@@ -99,6 +109,10 @@ func render(t *testing.T, valuesFile string) *rendered {
 				cm := new(corev1.ConfigMap)
 				decode(cm)
 				r.configMaps = append(r.configMaps, cm)
+			case "NetworkPolicy":
+				np := new(networkingv1.NetworkPolicy)
+				decode(np)
+				r.networkPolicies = append(r.networkPolicies, np)
 			default:
 				t.Fatalf("%s renders an unexpected kind %q", name, meta.Kind)
 			}
@@ -232,7 +246,9 @@ func TestEveryServiceIsProbedOnHealthzAndReadyzWhereItServesThem(t *testing.T) {
 				v := cmp.Or(addrVar[name], "METRICS_ADDR")
 				addr, ok := envValue(c, v)
 				require.True(t, ok, "%s sets %s", name, v)
-				require.True(t, strings.HasPrefix(addr, "0.0.0.0:"), "%s=%s must listen beyond loopback for the kubelet", v, addr)
+				host, listen, _ := strings.Cut(addr, ":")
+				// The pod IP (from the downward API) or every interface.
+				require.Contains(t, []string{"0.0.0.0", "$(POD_IP)"}, host, "%s=%s must listen beyond loopback for the kubelet", v, addr)
 				for probe, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
 					require.NotNil(t, p, "%s probe %s", name, probe)
 					require.NotNil(t, p.HTTPGet, "%s probe %s", name, probe)
@@ -241,7 +257,7 @@ func TestEveryServiceIsProbedOnHealthzAndReadyzWhereItServesThem(t *testing.T) {
 					if p.HTTPGet.Port.StrVal != "" {
 						port = listenPort(t, c, p.HTTPGet.Port.StrVal)
 					}
-					require.Equal(t, "0.0.0.0:"+strconv.Itoa(int(port)), addr, "%s probes %s on the port %s listens on", name, probe, v)
+					require.Equal(t, strconv.Itoa(int(port)), listen, "%s probes %s on the port %s listens on", name, probe, v)
 				}
 			}
 		})
@@ -328,13 +344,16 @@ func TestChartPartitionCountMatchesTheImageConfig(t *testing.T) {
 	r := render(t, "")
 	require.Equal(t, img.Kafka.Partitions, intValue(t, r.values, "kafka.partitions"),
 		"values.yaml kafka.partitions caps processors by the partition count of deploy/hookyard.yaml")
-	// A config given in the values must agree with kafka.partitions too.
-	r = render(t, "ci/production-values.yaml")
-	var own struct {
-		Kafka struct{ Partitions int32 } `yaml:"kafka"`
+	// A config given in the values (the chart's default one included) must
+	// agree with kafka.partitions too.
+	for _, vs := range valueSets {
+		r = render(t, vs.file)
+		var own struct {
+			Kafka struct{ Partitions int32 } `yaml:"kafka"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(value(t, r.values, "config").(string)), &own))
+		require.Equal(t, own.Kafka.Partitions, intValue(t, r.values, "kafka.partitions"), vs.name)
 	}
-	require.NoError(t, yaml.Unmarshal([]byte(value(t, r.values, "config").(string)), &own))
-	require.Equal(t, own.Kafka.Partitions, intValue(t, r.values, "kafka.partitions"))
 }
 
 func TestEveryServiceHasADisruptionBudgetThatLetsADrainProceed(t *testing.T) {
@@ -371,11 +390,21 @@ func TestMigrationJobRunsBeforeInstallAndUpgrade(t *testing.T) {
 			require.Equal(t, []string{"migrate"}, c.Args)
 			require.Equal(t, corev1.RestartPolicyNever, j.Spec.Template.Spec.RestartPolicy)
 			require.NotNil(t, j.Spec.BackoffLimit)
-			// It reads the same database and config as the services.
+			// It reads the same database (as another role: see
+			// TestMigrationJobConnectsAsTheSchemaOwnerAndServicesAsTheDataRole)
+			// and config as the services, and none of their secrets.
 			proc := container(t, r.deployments["processor"].Spec.Template.Spec, "processor")
-			require.Equal(t, proc.Env, c.Env)
-			require.Equal(t, proc.VolumeMounts, c.VolumeMounts)
-			require.Equal(t, r.deployments["processor"].Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Volumes)
+			public := func(c corev1.Container) []corev1.EnvVar {
+				var out []corev1.EnvVar
+				for _, e := range c.Env {
+					if !strings.HasSuffix(e.Name, "_FILE") || e.Name == "DATABASE_URL_FILE" {
+						out = append(out, e)
+					}
+				}
+				return out
+			}
+			require.Equal(t, public(proc), public(c))
+			require.Equal(t, public(c), c.Env, "the migrate Job gets no secret but the database's")
 			// A config of its own must exist before the hook runs.
 			for _, cm := range r.configMaps {
 				require.Equal(t, "pre-install,pre-upgrade", cm.Annotations["helm.sh/hook"])
@@ -395,13 +424,15 @@ func TestSecretsReachPodsOnlyAsFilesFromKubernetesSecrets(t *testing.T) {
 		t.Run(vs.name, func(t *testing.T) {
 			t.Parallel()
 			r := render(t, vs.file)
-			keys := value(t, r.values, "secrets.keys").([]any)
-			require.NotEmpty(t, keys)
 			for name, d := range r.deployments {
+				keys := value(t, r.values, "secrets.keys."+valuesKey[name]).([]any)
 				spec := d.Spec.Template.Spec
 				c := container(t, spec, name)
 				for _, e := range c.Env {
-					require.Nil(t, e.ValueFrom, "%s: %s from a secretKeyRef would show in the pod's environment", name, e.Name)
+					if e.ValueFrom != nil {
+						require.Nil(t, e.ValueFrom.SecretKeyRef, "%s: %s from a secretKeyRef would show in the pod's environment", name, e.Name)
+						require.NotNil(t, e.ValueFrom.FieldRef, "%s: %s", name, e.Name)
+					}
 					if !strings.HasSuffix(e.Name, "_FILE") {
 						require.NotRegexp(t, secretLike, e.Name, "%s: %s is given as a value", name, e.Name)
 						continue
@@ -454,6 +485,10 @@ func secretFile(t *testing.T, spec corev1.PodSpec, c corev1.Container, path stri
 	return "", "", false
 }
 
+// valuesKey is the values key of each service.
+var valuesKey = map[string]string{"receiver": "receiver", "outbox-relay": "outboxRelay", "processor": "processor",
+	"reconciler": "reconciler", "effects": "effects", "api": "api"}
+
 // TestProductionPodsStartOnTheirConfigAndSecrets reads the config every pod
 // of the production values would read, with its environment and the files of
 // its mounted Secrets, and runs the check a service makes before it starts:
@@ -463,37 +498,24 @@ func secretFile(t *testing.T, spec corev1.PodSpec, c corev1.Container, path stri
 func TestProductionPodsStartOnTheirConfigAndSecrets(t *testing.T) {
 	t.Parallel()
 	r := render(t, "ci/production-values.yaml")
-	dir := t.TempDir()
 	secrets := map[string]map[string]string{
-		"hookyard-postgres": {"url": "postgres://hookyard:pw@db.internal:5432/hookyard?sslmode=verify-full"},
+		"hookyard-postgres": {
+			"url":       "postgres://hookyard:pw@db.internal:5432/hookyard?sslmode=verify-full",
+			"owner_url": "postgres://hookyard_owner:pw@db.internal:5432/hookyard?sslmode=verify-full",
+		},
 		"hookyard-secrets": {
 			"OPS_TOKEN":             strings.Repeat("k", config.OpsTokenMinLen+8),
 			"STRIPE_WEBHOOK_SECRET": "whsec_production_example_secret",
 			"STRIPE_API_KEY":        "rk_live_example",
 		},
 	}
-	for name, d := range r.deployments {
-		spec := d.Spec.Template.Spec
-		c := container(t, spec, name)
-		lookup := func(k string) (string, bool) {
-			v, ok := envValue(c, k)
-			if !ok || !strings.HasSuffix(k, "_FILE") {
-				return v, ok
-			}
-			secret, key, ok := secretFile(t, spec, c, v)
-			require.True(t, ok, "%s: %s", name, k)
-			val, ok := secrets[secret][key]
-			require.True(t, ok, "%s: %s names key %q of Secret %q", name, k, key, secret)
-			f := filepath.Join(dir, secret+"."+key)
-			require.NoError(t, os.WriteFile(f, []byte(val+"\n"), 0o600))
-			return f, true
+	cfgs := startsOnWhatItIsGiven(t, r, secrets)
+	for name, cfg := range cfgs {
+		want := secrets["hookyard-postgres"]["url"]
+		if name == "migrate" {
+			want = secrets["hookyard-postgres"]["owner_url"]
 		}
-		cfgPath, _ := envValue(c, "HOOKYARD_CONFIG")
-		require.Equal(t, "/etc/hookyard-override/hookyard.yaml", cfgPath, name)
-		cfg, err := config.Parse([]byte(value(t, r.values, "config").(string)), lookup)
-		require.NoError(t, err, name)
-		require.NoError(t, cfg.CheckProduction(), name)
-		require.Equal(t, secrets["hookyard-postgres"]["url"], cfg.DatabaseURL, name)
+		require.Equal(t, want, cfg.DatabaseURL, name)
 		require.Equal(t, "acct_1LiveExample", cfg.Endpoints[0].SourceAccount, name)
 		require.Len(t, cfg.KafkaBrokers, 3, name)
 	}

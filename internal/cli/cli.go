@@ -47,7 +47,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, err := config.LoadService(*cfgPath, cmd)
 	if err != nil {
 		log.Error("load config", slog.String("error", err.Error()))
 		return 1
@@ -100,8 +100,8 @@ func run(ctx context.Context, name string, args []string, cfg *config.Config, lo
 	if cmd.kind == service {
 		if cmd.devDefaults {
 			// The one place the dev token is allowed: a laptop, loopback only.
-			cfg.OpsToken = cmp.Or(cfg.OpsToken, config.OpsTokenDevDefault)
-		} else if err := cfg.CheckProduction(); err != nil {
+			cfg.ApplyDevDefaults()
+		} else if err := cfg.CheckService(name); err != nil {
 			// A service that can be reached or that acts on real data never
 			// runs on the example config's dev secrets or without an ops token.
 			return fmt.Errorf("refusing to start %s: %w", name, err)

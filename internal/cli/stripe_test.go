@@ -28,6 +28,7 @@ endpoints:
 		return v, ok
 	})
 	require.NoError(t, err)
+	cfg.ApplyDevDefaults() // endpoint d reads with STRIPE_API_KEY, the simulator's dev key
 	sim := stripesim.New(stripesim.Config{Keys: map[string]string{
 		"sk_test_a": "acct_a", "sk_test_platform": "acct_platform", stripesim.DevAPIKey: stripesim.DevAccount}})
 	sim.Connect("acct_platform", "acct_c")

@@ -27,9 +27,11 @@ const (
 	KafkaAddrDefault     = "127.0.0.1:9092"
 	StripeAPIBaseDefault = "https://api.stripe.com"
 	OpsTokenDevDefault   = "hookyard-dev-token"
-	// StripeAPIKeyDevDefault is STRIPE_API_KEY when unset: the test-mode key
-	// the simulator of `hookyard dev` accepts (stripesim.DevAPIKey). Real
-	// Stripe answers it 401.
+	// StripeAPIKeyDevDefault is STRIPE_API_KEY when unset in `hookyard dev`
+	// (ApplyDevDefaults): the test-mode key its simulator accepts
+	// (stripesim.DevAPIKey). Real Stripe answers it 401, so no other
+	// command has a default: a Stripe endpoint without a key refuses to
+	// start instead of failing every fetch.
 	StripeAPIKeyDevDefault = "sk_test_hookyard_dev"
 	TopicDefault           = "hookyard.events"
 	PartitionsDefault      = 12
@@ -60,7 +62,8 @@ type Config struct {
 	GitHubAPIBase string `yaml:"-"`
 	// StripeAPIKey (STRIPE_API_KEY) is the API key of every Stripe endpoint
 	// that names no api_key of its own, as before endpoints could name one.
-	// Defaults to StripeAPIKeyDevDefault.
+	// Defaults to none; `hookyard dev` to StripeAPIKeyDevDefault
+	// (ApplyDevDefaults).
 	StripeAPIKey string `yaml:"-"`
 	// KafkaBrokers is empty when KAFKA_BROKERS is unset (dev embeds a broker).
 	KafkaBrokers []string `yaml:"-"`
@@ -216,21 +219,37 @@ type Reconcile struct {
 	GitHubRate float64 `yaml:"github_rate"`
 }
 
-// Load reads path and the environment.
-func Load(path string) (*Config, error) {
+// Load reads path and the environment for every part of hookyard at once
+// (`hookyard dev`, the ops commands): every secret the config names must be
+// set.
+func Load(path string) (*Config, error) { return LoadService(path, "") }
+
+// LoadService reads path and the environment for the one service that is
+// starting (the subcommand: receiver, processor, api, migrate, ...): only
+// the secrets that service reads must be set (see CheckService). "" or an
+// unknown name reads everything, as Load.
+func LoadService(path, service string) (*Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(raw, os.LookupEnv)
+	return ParseService(raw, os.LookupEnv, service)
 }
 
-// Parse reads a config document, expanding variables with lookup.
+// Parse reads a config document for every part of hookyard at once,
+// expanding variables with lookup.
 //
 // A value can come from a file, the convention of Docker and Kubernetes
 // secrets: ${file:/run/secrets/x} reads that file, and ${VAR} with VAR unset
 // reads the file named by VAR_FILE. A trailing newline is dropped.
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	return ParseService(raw, lookup, "")
+}
+
+// ParseService is Parse for one service: an endpoint secret that service
+// never reads (a processor's webhook secrets) may be unset, so that a
+// deployment gives each service only its own secrets.
+func ParseService(raw []byte, lookup func(string) (string, bool), service string) (*Config, error) {
 	var fileErrs []error
 	expanded := os.Expand(string(raw), func(v string) string {
 		if path, ok := strings.CutPrefix(v, "file:"); ok {
@@ -279,7 +298,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.OpsToken = env("OPS_TOKEN", "")
 	c.StripeAPIBase = env("STRIPE_API_BASE", "")
 	c.GitHubAPIBase = env("GITHUB_API_BASE", "")
-	c.StripeAPIKey = env("STRIPE_API_KEY", StripeAPIKeyDevDefault)
+	c.StripeAPIKey = env("STRIPE_API_KEY", "")
 	c.Effects.ReceiptURL = env("RECEIPT_WEBHOOK_URL", c.Effects.ReceiptURL)
 	if b := env("KAFKA_BROKERS", ""); b != "" {
 		for _, s := range strings.Split(b, ",") {
@@ -295,7 +314,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := errors.Join(envErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := c.validate(); err != nil {
+	if err := c.validate(readsOf(service)); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -321,7 +340,7 @@ func readSecretFile(path string) (string, error) {
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
-func (c *Config) validate() error {
+func (c *Config) validate(r reads) error {
 	seen := map[string]bool{}
 	var errs []error
 	for i, ep := range c.Endpoints {
@@ -343,8 +362,10 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("config: %s.secrets needs at least one secret", where))
 		}
 		for j, s := range ep.Secrets {
-			if s == "" || s == ":" {
-				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] is empty (is its environment variable set?)", where, j))
+			// "whsec_${TYPO}" or "${VAR:- }" is not empty, but a signature
+			// made with key "whsec_" or " " is one anybody can make.
+			if r.webhookSecrets && secretKey(ep.Provider, s) == "" {
+				errs = append(errs, fmt.Errorf("config: %s.secrets[%d] is empty once spaces and its prefix are gone (endpoint %q; is its environment variable set?)", where, j, ep.ID))
 			}
 		}
 		// The provider's name, the keys only some providers read, and what

@@ -192,18 +192,12 @@ func TestProductionRefusesDevDefaults(t *testing.T) {
 	require.NoError(t, err)
 	err = c.CheckProduction()
 	require.ErrorIs(t, err, config.ErrDevDefault)
-	for _, v := range []string{"OPS_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHARGEBEE_WEBHOOK_PASSWORD", "GITHUB_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET", "GITHUB_TOKEN"} {
+	for _, v := range []string{"OPS_TOKEN", "STRIPE_WEBHOOK_SECRET", "CHARGEBEE_WEBHOOK_PASSWORD", "GITHUB_WEBHOOK_SECRET", "STANDARD_WEBHOOK_SECRET", "GITHUB_TOKEN",
+		"STRIPE_API_KEY", "CHARGEBEE_API_KEY"} {
 		require.Contains(t, err.Error(), v)
 	}
 
-	strong := map[string]string{
-		"OPS_TOKEN":                  "0123456789abcdef0123456789abcdef",
-		"STRIPE_WEBHOOK_SECRET":      "whsec_prod",
-		"CHARGEBEE_WEBHOOK_USERNAME": "cb", "CHARGEBEE_WEBHOOK_PASSWORD": "cb-prod-password",
-		"GITHUB_WEBHOOK_SECRET":   "gh-prod",
-		"STANDARD_WEBHOOK_SECRET": "whsec_cHJvZC1zdGFuZGFyZC13ZWJob29rcy1rZXk=",
-		"GITHUB_TOKEN":            "ghp_prod",
-	}
+	strong := strongExampleEnv
 	c, err = config.Parse(raw, lookup(strong))
 	require.NoError(t, err)
 	require.NoError(t, c.CheckProduction())
@@ -223,8 +217,9 @@ func TestProductionRefusesDevDefaults(t *testing.T) {
 	}
 }
 
-// Every fallback of a secret in the example config is in DevSecrets, so a
-// new dev secret added to the file cannot slip into production.
+// Every fallback of a secret in the example config, API keys included, is
+// in DevSecrets, so a new dev secret added to the file cannot slip into
+// production.
 func TestDevSecretsListEveryFallbackOfTheExampleConfig(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../../hookyard.example.yaml")
@@ -232,7 +227,7 @@ func TestDevSecretsListEveryFallbackOfTheExampleConfig(t *testing.T) {
 	found := 0
 	for _, m := range regexp.MustCompile(`\$\{([A-Z_]+):-([^}]*)\}`).FindAllStringSubmatch(string(raw), -1) {
 		name, def := m[1], m[2]
-		if !strings.Contains(name, "SECRET") && !strings.Contains(name, "PASSWORD") && !strings.Contains(name, "TOKEN") {
+		if !regexp.MustCompile(`SECRET|PASSWORD|TOKEN|API_KEY`).MatchString(name) {
 			continue
 		}
 		found++
@@ -292,9 +287,10 @@ func TestShippedProductionConfigCarriesNoSecrets(t *testing.T) {
 	require.Error(t, err)
 	env := map[string]string{
 		"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "STRIPE_ACCOUNT_ID": "acct_1", "STRIPE_ENVIRONMENT": "live",
-		"STRIPE_WEBHOOK_SECRET": "whsec_x", "CHARGEBEE_SITE": "site", "CHARGEBEE_ENVIRONMENT": "live",
-		"CHARGEBEE_WEBHOOK_USERNAME": "u", "CHARGEBEE_WEBHOOK_PASSWORD": "p", "GITHUB_ORG": "org", "GITHUB_WEBHOOK_SECRET": "g",
-		"STANDARD_SENDER": "s", "STANDARD_ENVIRONMENT": "live", "STANDARD_WEBHOOK_SECRET": "whsec_cHJvZA==",
+		"STRIPE_WEBHOOK_SECRET": "whsec_x0123456789abcdef", "CHARGEBEE_SITE": "site", "CHARGEBEE_ENVIRONMENT": "live",
+		"CHARGEBEE_WEBHOOK_USERNAME": "u", "CHARGEBEE_WEBHOOK_PASSWORD": "p0123456789abcdef", "GITHUB_ORG": "org",
+		"GITHUB_WEBHOOK_SECRET": "g0123456789abcdef", "STANDARD_SENDER": "s", "STANDARD_ENVIRONMENT": "live",
+		"STANDARD_WEBHOOK_SECRET": "whsec_cHJvZC1zdGFuZGFyZC1rZXk=", "STRIPE_API_KEY": "rk_live_x",
 	}
 	c, err := config.Parse(raw, lookup(env))
 	require.NoError(t, err)

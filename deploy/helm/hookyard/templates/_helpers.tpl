@@ -38,68 +38,102 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end -}}
 
 {{- define "hookyard.postgresSecret" -}}
-{{- .Values.postgres.existingSecret | default .Values.secrets.existingSecret -}}
+{{- required "postgres.existingSecret or secrets.existingSecret is required" (.Values.postgres.existingSecret | default .Values.secrets.existingSecret) -}}
 {{- end -}}
 
-{{/* Environment of every hookyard container. Secrets only as _FILE paths. */}}
+{{/* The Secret keys a component reads: secrets.keys.<values key>. The
+migrate Job reads none of them. dict root key */}}
+{{- define "hookyard.secretKeys" -}}
+{{- $keys := list -}}
+{{- if ne .key "migrate" -}}
+{{- $keys = index .root.Values.secrets.keys .key | default list -}}
+{{- end -}}
+{{- toYaml $keys -}}
+{{- end -}}
+
+{{/* Environment of a hookyard container. Secrets only as _FILE paths, and
+only those its component reads. The ops and metrics ports bind to the pod
+IP; the receiver's webhook port to every interface (a mesh sidecar may
+forward to loopback). dict root key */}}
 {{- define "hookyard.env" -}}
+{{- $root := .root -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
 - name: KAFKA_BROKERS
-  value: {{ required "kafka.brokers is required" .Values.kafka.brokers | quote }}
+  value: {{ required "kafka.brokers is required" $root.Values.kafka.brokers | quote }}
 - name: HTTP_ADDR
   value: "0.0.0.0:8080"
 - name: OPS_ADDR
-  value: "0.0.0.0:8081"
+  value: "$(POD_IP):8081"
 - name: METRICS_ADDR
-  value: "0.0.0.0:9100"
+  value: "$(POD_IP):9100"
 - name: LOG_LEVEL
-  value: {{ .Values.logLevel | quote }}
+  value: {{ $root.Values.logLevel | quote }}
 - name: DATABASE_URL_FILE
   value: /var/run/secrets/hookyard/postgres/DATABASE_URL
-{{- range .Values.secrets.keys }}
+{{- range include "hookyard.secretKeys" . | fromYamlArray }}
 - name: {{ . }}_FILE
   value: /var/run/secrets/hookyard/app/{{ . }}
 {{- end }}
-{{- range $k, $v := .Values.env }}
+{{- range $k, $v := $root.Values.env }}
 {{- if regexMatch "(?i)(SECRET|TOKEN|PASSWORD|API_KEY|DATABASE_URL)" $k }}
 {{- fail (printf "env.%s looks like a secret: put it in the Secret named by secrets.existingSecret and list it in secrets.keys" $k) }}
 {{- end }}
 - name: {{ $k }}
   value: {{ $v | quote }}
 {{- end }}
-{{- if .Values.config }}
+{{- if $root.Values.config }}
 - name: HOOKYARD_CONFIG
   value: /etc/hookyard-override/hookyard.yaml
 {{- end }}
 {{- end -}}
 
+{{/* dict root key */}}
 {{- define "hookyard.volumeMounts" -}}
+{{- if include "hookyard.secretKeys" . | fromYamlArray }}
 - name: app-secrets
   mountPath: /var/run/secrets/hookyard/app
   readOnly: true
+{{- end }}
 - name: postgres-secret
   mountPath: /var/run/secrets/hookyard/postgres
   readOnly: true
-{{- if .Values.config }}
+{{- if .root.Values.config }}
 - name: config
   mountPath: /etc/hookyard-override
   readOnly: true
 {{- end }}
 {{- end -}}
 
+{{/* Only the keys the component reads are projected into its pods: the
+others are not on its filesystem at all. The migrate Job connects with the
+schema owner's URL (postgres.ownerKey), the services with the data role's
+(postgres.key). dict root key */}}
 {{- define "hookyard.volumes" -}}
+{{- $root := .root -}}
+{{- $keys := include "hookyard.secretKeys" . | fromYamlArray -}}
+{{- if $keys }}
 - name: app-secrets
   secret:
-    secretName: {{ required "secrets.existingSecret is required" .Values.secrets.existingSecret }}
+    secretName: {{ required "secrets.existingSecret is required" $root.Values.secrets.existingSecret }}
+    items:
+      {{- range $keys }}
+      - key: {{ . }}
+        path: {{ . }}
+      {{- end }}
+{{- end }}
 - name: postgres-secret
   secret:
-    secretName: {{ include "hookyard.postgresSecret" . }}
+    secretName: {{ include "hookyard.postgresSecret" $root }}
     items:
-      - key: {{ .Values.postgres.key }}
+      - key: {{ ternary $root.Values.postgres.ownerKey $root.Values.postgres.key (eq .key "migrate") }}
         path: DATABASE_URL
-{{- if .Values.config }}
+{{- if $root.Values.config }}
 - name: config
   configMap:
-    name: {{ include "hookyard.fullname" . }}-config
+    name: {{ include "hookyard.fullname" $root }}-config
 {{- end }}
 {{- end -}}
 
