@@ -11,8 +11,9 @@
 // come from the Endpoint alone. GitHub signs no timestamp, so there is no
 // staleness check; replays are absorbed by deduplication on the delivery id.
 // Only the SHA-256 signature is accepted, never the legacy SHA-1
-// X-Hub-Signature, and the webhook must be configured with content type
-// application/json.
+// X-Hub-Signature. Both of GitHub's content types are read: application/json
+// and its default, application/x-www-form-urlencoded (the JSON in the
+// form's payload field), always verified over the body as received.
 package github
 
 import (
@@ -80,6 +81,10 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	id, typ := h.Get(DeliveryHeader), h.Get(EventHeader)
 	if id == "" || typ == "" {
 		return provider.Event{}, fmt.Errorf("%w: no %s or %s header", provider.ErrMalformed, DeliveryHeader, EventHeader)
+	}
+	body, err := document(h, body)
+	if err != nil {
+		return provider.Event{}, err
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return provider.Event{}, fmt.Errorf("%w: body is not a JSON object", provider.ErrMalformed)
