@@ -268,7 +268,7 @@ func (r *Receiver) handle(c echo.Context) error {
 	// for all; GitHub's default is a form); its Verify reads each into the
 	// JSON document that is stored.
 	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || !provider.AcceptsMediaType(rt.verifier, mt) {
-		return r.refuseUnread(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type is not one this endpoint's provider sends (application/json)")
+		return r.refuseUnread(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type is not one this endpoint's provider sends")
 	}
 	limit := rt.bodyLimit
 	if req.ContentLength > limit {
