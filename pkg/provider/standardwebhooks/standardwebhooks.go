@@ -3,7 +3,8 @@
 // with the reference library, reads their identity through the endpoint's
 // configured JSON paths, and says what they ask of the processor
 // (Interpret: a versioned snapshot, or a hint). It is the minimal provider:
-// no API, no settings of its own, no simulator.
+// no API, no settings of its own (CheckEndpoint only checks that every
+// secret is a key it can use), no simulator.
 //
 // It owns signature and timestamp checking and the reading of configured
 // paths. It never writes hookyard's state, which is the processor's. It
