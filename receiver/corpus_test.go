@@ -68,7 +68,7 @@ func hostileCorpus(t *testing.T) []hostile {
 		add("chargebee NUL key", true, delivery{endpoint: "chargebee-test", header: h, body: body})
 	}
 	{
-		body := []byte(`{"action":"opened","repository":{"full_name":"octo/widgets"},"x":` + deep(10_000) + `}`)
+		body := []byte(`{"action":"opened","repository":{"id":1296269,"full_name":"octo/widgets"},"x":` + deep(10_000) + `}`)
 		h := http.Header{github.SignatureHeader: {github.Sign(body, githubSecret)}, github.DeliveryHeader: {"c-deep"}, github.EventHeader: {"issues"}}
 		add("github deep nesting", true, delivery{endpoint: "github-prod", header: h, body: body})
 	}
@@ -115,7 +115,7 @@ func hostileCorpus(t *testing.T) []hostile {
 		add("chargebee empty password", false, delivery{endpoint: "chargebee-test", header: h, body: []byte(`{"id":"ev_x","event_type":"subscription_changed","content":{}}`)})
 	}
 	{
-		body := []byte(`{"action":"opened","repository":{"full_name":"octo/widgets"}}`)
+		body := []byte(`{"action":"opened","repository":{"id":1296269,"full_name":"octo/widgets"}}`)
 		h := http.Header{github.SignatureHeader: {github.Sign(body, "other")}, github.DeliveryHeader: {"c-bad"}, github.EventHeader: {"issues"}}
 		add("github wrong secret", false, delivery{endpoint: "github-prod", header: h, body: body})
 	}

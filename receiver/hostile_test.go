@@ -166,7 +166,7 @@ func TestBodyLimitIsPerEndpoint(t *testing.T) {
 	b := setup(t, receiver.Config{Endpoints: eps})
 
 	pad := strings.Repeat("x", 2<<20)
-	ghBody := []byte(`{"action":"opened","repository":{"full_name":"octo/widgets","name":"widgets","owner":{"login":"octo"}},"pad":"` + pad + `"}`)
+	ghBody := []byte(`{"action":"opened","repository":{"id":1296269,"full_name":"octo/widgets","name":"widgets","owner":{"login":"octo"}},"pad":"` + pad + `"}`)
 	h := http.Header{}
 	h.Set(github.SignatureHeader, github.Sign(ghBody, githubSecret))
 	h.Set(github.DeliveryHeader, "11111111-cc78-11e3-81ab-4c9367dc0958")

@@ -264,8 +264,11 @@ func (r *Receiver) handle(c echo.Context) error {
 		return r.refuseUnread(c, http.StatusNotFound, CodeUnknownEndpoint, "no endpoint with that id")
 	}
 	req := c.Request()
-	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
-		return r.refuseUnread(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type must be application/json")
+	// The provider says which media types its deliveries come in (JSON
+	// for all; GitHub's default is a form); its Verify reads each into the
+	// JSON document that is stored.
+	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || !provider.AcceptsMediaType(rt.verifier, mt) {
+		return r.refuseUnread(c, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "content type is not one this endpoint's provider sends")
 	}
 	limit := rt.bodyLimit
 	if req.ContentLength > limit {

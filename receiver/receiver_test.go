@@ -297,7 +297,7 @@ func TestEachProviderWithRealSignatureIsStoredUnderEndpointIdentity(t *testing.T
 		{
 			name: "github",
 			delivery: func(t *testing.T) delivery {
-				body := []byte(`{"action":"opened","repository":{"full_name":"octo/widgets"},"organization":{"login":"octo"}}`)
+				body := []byte(`{"action":"opened","repository":{"id":1296269,"full_name":"octo/widgets"},"organization":{"id":9919,"login":"octo"}}`)
 				h := http.Header{}
 				h.Set(github.SignatureHeader, github.Sign(body, githubSecret))
 				h.Set(github.DeliveryHeader, "72d3162e-cc78-11e3-81ab-4c9367dc0958")
@@ -305,7 +305,7 @@ func TestEachProviderWithRealSignatureIsStoredUnderEndpointIdentity(t *testing.T
 				return delivery{endpoint: "github-prod", header: h, body: body}
 			},
 			prov: provider.GitHub, account: "org_owner", env: "prod", eventID: "72d3162e-cc78-11e3-81ab-4c9367dc0958", eventType: "issues.opened",
-			messageKey: "github/org_owner/prod/repository/octo/widgets",
+			messageKey: "github/org_owner/prod/repository/1296269", // the repository's id, which a rename keeps
 		},
 		{
 			name: "standard-webhooks",
@@ -756,7 +756,7 @@ func TestEventIdentityPostgresCannotStoreIsKeptDeadNot503(t *testing.T) {
 		{"event id beyond a btree entry", stripeWith("evt_"+randomHex(4000), "sub_1")},
 		{"resource id beyond a btree entry", stripeWith("evt_long_sub", "sub_"+randomHex(4000))},
 		{"invalid UTF-8 in the unsigned GitHub delivery header", func() delivery {
-			body := []byte(`{"action":"opened","repository":{"full_name":"octo/widgets"}}`)
+			body := []byte(`{"action":"opened","repository":{"id":1296269,"full_name":"octo/widgets"}}`)
 			return delivery{endpoint: "github-prod", body: body, header: http.Header{
 				github.SignatureHeader: {github.Sign(body, githubSecret)},
 				github.DeliveryHeader:  {"d-\xff\xfe"}, github.EventHeader: {"issues"},

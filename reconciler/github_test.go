@@ -54,7 +54,7 @@ func TestLostGitHubDeliveryIsRedeliveredOnce(t *testing.T) {
 func lostDeliveryRedeliveredOnce(t *testing.T, cfg githubsim.Config) {
 	p, sim, src := githubPipelineWith(t, cfg)
 	ctx := context.Background()
-	payload := map[string]any{"action": "opened", "repository": map[string]any{"full_name": "gh-org/repo"}}
+	payload := map[string]any{"action": "opened", "repository": map[string]any{"id": 1296269, "full_name": "gh-org/repo"}}
 	okGUID, status, err := sim.Send(ctx, "issues", payload)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, status)
@@ -87,7 +87,7 @@ func TestFailedRedeliveryIsNotAskedAgainEveryRound(t *testing.T) {
 	p, sim, src := githubPipeline(t)
 	ctx := context.Background()
 	sim.SetDown(true)
-	lostGUID, _, err := sim.Send(ctx, "push", map[string]any{"repository": map[string]any{"full_name": "gh-org/repo"}})
+	lostGUID, _, err := sim.Send(ctx, "push", map[string]any{"repository": map[string]any{"id": 1296269, "full_name": "gh-org/repo"}})
 	require.NoError(t, err)
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []provider.Source{src}})
 	for range 3 {

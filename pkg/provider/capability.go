@@ -15,6 +15,8 @@ import (
 //   - Connector: hookyard reads its API (the processor's Fetcher, the
 //     reconciler's Sources).
 //   - EndpointChecker: its endpoints have settings to validate at start.
+//   - MediaTypeAccepter: it delivers in media types besides JSON (GitHub's
+//     forms); the receiver asks it before reading a body.
 //
 // Package registry lists every Provider once; nothing else names one.
 type Provider interface {

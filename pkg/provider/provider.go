@@ -2,7 +2,7 @@
 // adapters, one package per provider under pkg/provider: the Endpoint, what
 // an adapter must do (Provider: verify, interpret) and what it may offer
 // (Identifier, Connector with its Fetcher and reconciler Sources,
-// EndpointChecker, DevSimulator), and the types those speak (Event, Plan,
+// EndpointChecker, MediaTypeAccepter, DevSimulator), and the types those speak (Event, Plan,
 // Fetched, Listed, ListedEvent, HookDelivery). The services name no
 // provider; they loop over these.
 //

@@ -11,8 +11,9 @@
 // come from the Endpoint alone. GitHub signs no timestamp, so there is no
 // staleness check; replays are absorbed by deduplication on the delivery id.
 // Only the SHA-256 signature is accepted, never the legacy SHA-1
-// X-Hub-Signature, and the webhook must be configured with content type
-// application/json.
+// X-Hub-Signature. Both of GitHub's content types are read: application/json
+// and its default, application/x-www-form-urlencoded (the JSON in the
+// form's payload field), always verified over the body as received.
 package github
 
 import (
@@ -23,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -38,14 +40,19 @@ const (
 // Verifier is the GitHub adapter.
 type Verifier struct{}
 
+// payload is what Verify reads of an event: the action and the ids of what
+// it is about. GitHub's ids are integers that never change; names do (a
+// repository's full_name on a rename or a transfer, an organization's
+// login on a rename).
 type payload struct {
-	Action     string `json:"action"`
-	Repository struct {
-		FullName string `json:"full_name"`
-	} `json:"repository"`
-	Organization struct {
-		Login string `json:"login"`
-	} `json:"organization"`
+	Action       string `json:"action"`
+	Repository   object `json:"repository"`
+	Organization object `json:"organization"`
+	Installation object `json:"installation"`
+}
+
+type object struct {
+	ID int64 `json:"id"`
 }
 
 // Verify checks X-Hub-Signature-256 against every secret of the endpoint
@@ -54,9 +61,12 @@ type payload struct {
 // The event id is X-GitHub-Delivery. The type is X-GitHub-Event, suffixed
 // with the body's action when there is one ("issues" + "opened" gives
 // "issues.opened"), so that allow-lists can name single actions. Events about
-// a repository are keyed by its full name so that one repository's events are
-// handled in sequence; otherwise by the organization's login; otherwise they
-// are about no resource. GitHub sends no versions.
+// a repository are keyed by its id (repository.id), so that one
+// repository's events are handled in sequence under one key and one fence
+// whatever it is called: a rename or a transfer changes full_name and keeps
+// the id. Otherwise by the organization's id, otherwise by the App
+// installation's id; otherwise they are about no resource. GitHub sends no
+// versions.
 func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time.Time) (provider.Event, error) {
 	sig := h.Get(SignatureHeader)
 	if sig == "" {
@@ -81,6 +91,10 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	if id == "" || typ == "" {
 		return provider.Event{}, fmt.Errorf("%w: no %s or %s header", provider.ErrMalformed, DeliveryHeader, EventHeader)
 	}
+	body, err := document(h, body)
+	if err != nil {
+		return provider.Event{}, err
+	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return provider.Event{}, fmt.Errorf("%w: body is not a JSON object", provider.ErrMalformed)
 	}
@@ -93,10 +107,12 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 		out.Type = typ + "." + p.Action
 	}
 	switch {
-	case p.Repository.FullName != "":
-		out.ResourceType, out.ResourceID = "repository", p.Repository.FullName
-	case p.Organization.Login != "":
-		out.ResourceType, out.ResourceID = "organization", p.Organization.Login
+	case p.Repository.ID != 0:
+		out.ResourceType, out.ResourceID = "repository", strconv.FormatInt(p.Repository.ID, 10)
+	case p.Organization.ID != 0:
+		out.ResourceType, out.ResourceID = "organization", strconv.FormatInt(p.Organization.ID, 10)
+	case p.Installation.ID != 0:
+		out.ResourceType, out.ResourceID = "installation", strconv.FormatInt(p.Installation.ID, 10)
 	}
 	return out, nil
 }

@@ -65,7 +65,7 @@ func TestVerifyValid(t *testing.T) {
 	require.Equal(t, "72d3162e-cc78-11e3-81ab-4c9367dc0958", ev.ID)
 	require.Equal(t, "issues.opened", ev.Type)
 	require.Equal(t, "repository", ev.ResourceType)
-	require.Equal(t, "octocat/Hello-World", ev.ResourceID)
+	require.Equal(t, "1296269", ev.ResourceID, "keyed by the repository's id, which a rename keeps")
 	require.Nil(t, ev.Version)
 	require.Equal(t, body, ev.Payload)
 }
@@ -75,10 +75,13 @@ func TestVerifyTypeAndResource(t *testing.T) {
 	cases := []struct {
 		name, event, body, typ, rtype, rid string
 	}{
-		{"no action", "push", `{"ref":"refs/heads/main","repository":{"full_name":"o/r"}}`, "push", "repository", "o/r"},
-		{"organization only", "organization", `{"action":"member_added","organization":{"login":"acme"}}`, "organization.member_added", "organization", "acme"},
+		{"no action", "push", `{"ref":"refs/heads/main","repository":{"id":7,"full_name":"o/r"}}`, "push", "repository", "7"},
+		{"organization only", "organization", `{"action":"member_added","organization":{"id":4,"login":"acme"}}`, "organization.member_added", "organization", "4"},
+		{"repository before organization", "issues", `{"action":"opened","repository":{"id":7,"full_name":"o/r"},"organization":{"id":4,"login":"o"},"installation":{"id":9}}`, "issues.opened", "repository", "7"},
+		{"installation only", "installation", `{"action":"created","installation":{"id":9,"account":{"login":"someone"}}}`, "installation.created", "installation", "9"},
+		{"organization before installation", "membership", `{"action":"added","organization":{"id":4,"login":"acme"},"installation":{"id":9}}`, "membership.added", "organization", "4"},
 		{"no resource", "ping", `{"zen":"Keep it logically awesome.","hook_id":1}`, "ping", "", ""},
-		{"empty action", "push", `{"action":"","repository":{"full_name":"o/r"}}`, "push", "repository", "o/r"},
+		{"empty action", "push", `{"action":"","repository":{"id":7,"full_name":"o/r"}}`, "push", "repository", "7"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,7 +172,7 @@ func TestVerifyMissingDeliveryHeaders(t *testing.T) {
 }
 
 func FuzzVerify(f *testing.F) {
-	for _, body := range []string{issueOpened, `{}`, `Hello, World!`, ``, `{"action":"x","organization":{"login":"o"}}`} {
+	for _, body := range []string{issueOpened, `{}`, `Hello, World!`, ``, `{"action":"x","organization":{"id":1,"login":"o"}}`} {
 		f.Add([]byte(body), Sign([]byte(body), secret))
 		f.Add([]byte(body), Sign([]byte(body), "wrong"))
 	}
@@ -206,4 +209,22 @@ func FuzzParse(f *testing.F) {
 		require.True(t, strings.HasPrefix(ev.Type, event))
 		require.Equal(t, ev.ResourceType == "", ev.ResourceID == "")
 	})
+}
+
+// GitHub keeps a repository's id through a rename or a transfer; its
+// full_name changes ("Renaming a repository", "Transferring a repository":
+// https://docs.github.com/en/repositories/creating-and-managing-repositories/renaming-a-repository,
+// https://docs.github.com/en/repositories/creating-and-managing-repositories/transferring-a-repository).
+// Fails if events are keyed by full_name: one repository's events would
+// land under two keys, two Kafka partitions and two fences.
+func TestRenamedRepositoryKeepsOneResourceKey(t *testing.T) {
+	t.Parallel()
+	before := []byte(`{"action":"opened","repository":{"id":1296269,"full_name":"octocat/Hello-World"},"organization":{"id":9919,"login":"octocat"}}`)
+	after := []byte(`{"action":"closed","repository":{"id":1296269,"full_name":"octo-org/Hello-Universe"},"organization":{"id":4242,"login":"octo-org"}}`)
+	a, err := Verifier{}.Verify(endpoint(), headers(Sign(before, secret), "issues"), before, time.Now())
+	require.NoError(t, err)
+	b, err := Verifier{}.Verify(endpoint(), headers(Sign(after, secret), "issues"), after, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, [2]string{"repository", "1296269"}, [2]string{a.ResourceType, a.ResourceID})
+	require.Equal(t, [2]string{a.ResourceType, a.ResourceID}, [2]string{b.ResourceType, b.ResourceID})
 }

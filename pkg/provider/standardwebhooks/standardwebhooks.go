@@ -3,17 +3,21 @@
 // with the reference library, reads their identity through the endpoint's
 // configured JSON paths, and says what they ask of the processor
 // (Interpret: a versioned snapshot, or a hint). It is the minimal provider:
-// no API, no settings of its own, no simulator.
+// no API, no settings of its own (CheckEndpoint only checks that every
+// secret is a key it can use), no simulator.
 //
 // It owns signature and timestamp checking and the reading of configured
 // paths. It never writes hookyard's state, which is the processor's. It
 // must never decide account or environment from the body: those
-// come from the Endpoint alone. Only symmetric "whsec_" secrets (v1
-// signatures) are supported, as in the library.
+// come from the Endpoint alone. Both of the specification's signature
+// schemes are verified: symmetric "whsec_" secrets (v1, HMAC-SHA256, with
+// the reference library) and asymmetric "whpk_" public keys (v1a, ed25519).
 package standardwebhooks
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,21 +87,41 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	return out, nil
 }
 
-// verify authenticates the delivery. With the library's own tolerance the
-// library checks the timestamp (against the wall clock); with any other
-// tolerance it checks only the signature and the timestamp is checked here
-// against now.
+// verify authenticates the delivery against every usable key of the
+// endpoint: v1 signatures (HMAC-SHA256) against its whsec_ secrets,
+// checked by the reference library, and v1a signatures (ed25519) against
+// its whpk_ public keys, checked here with crypto/ed25519, since the
+// library knows only v1. The header may carry several signatures of both
+// kinds, space-separated; one that verifies is enough.
+//
+// With the library's own tolerance the library checks a v1 delivery's
+// timestamp (against the wall clock, before the signature); with any other
+// tolerance, and for v1a, the signature is checked first and the
+// timestamp then (against now, or the wall clock for the library's
+// tolerance), so a forged delivery is unauthenticated, not stale.
 func verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) error {
 	if h.Get(IDHeader) == "" || h.Get(TimestampHeader) == "" || h.Get(SignatureHeader) == "" {
 		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrRequiredHeaders)
 	}
 	own := ep.Tolerance > 0 && ep.Tolerance != libraryTolerance
 	var verr error = errors.New("no usable secret")
-	ok := false
+	ok, asymmetric := false, false
 	for _, secret := range ep.Secrets {
-		wh, err := swh.NewWebhook(secret)
-		if err != nil || secret == "" || strings.TrimPrefix(secret, "whsec_") == "" {
+		k, err := parseKey(secret)
+		if err != nil {
 			continue // a misconfigured or empty key must never verify anything
+		}
+		if k.public != nil {
+			if err = verifyV1a(k.public, h, body); err == nil {
+				ok, asymmetric = true, true
+				break
+			}
+			verr = err
+			continue
+		}
+		wh, err := swh.NewWebhookRaw(k.hmac)
+		if err != nil {
+			continue
 		}
 		if own {
 			err = wh.VerifyIgnoringTimestamp(body, h)
@@ -116,21 +140,53 @@ func verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) er
 		}
 		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, verr)
 	}
-	if own {
-		// The signature passed, so the timestamp parses and is authentic.
-		sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
-		if err != nil {
-			return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrInvalidHeaders)
-		}
-		ts := time.Unix(sec, 0)
-		if now.Sub(ts) > ep.Tolerance {
-			return fmt.Errorf("%w: %w", provider.ErrStaleSignature, swh.ErrMessageTooOld)
-		}
-		if ts.After(now.Add(ep.Tolerance)) {
-			return fmt.Errorf("%w: %w", provider.ErrStaleSignature, swh.ErrMessageTooNew)
-		}
+	if !own && !asymmetric {
+		return nil // the library checked the timestamp
+	}
+	tolerance, clock := ep.Tolerance, now
+	if !own {
+		tolerance, clock = libraryTolerance, time.Now()
+	}
+	// The signature passed, so the timestamp parses and is authentic.
+	sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrInvalidHeaders)
+	}
+	ts := time.Unix(sec, 0)
+	if clock.Sub(ts) > tolerance {
+		return fmt.Errorf("%w: %w", provider.ErrStaleSignature, swh.ErrMessageTooOld)
+	}
+	if ts.After(clock.Add(tolerance)) {
+		return fmt.Errorf("%w: %w", provider.ErrStaleSignature, swh.ErrMessageTooNew)
 	}
 	return nil
+}
+
+// verifyV1a reports whether one of the header's v1a signatures is pub's
+// ed25519 signature of "{msg_id}.{timestamp}.{payload}", the content the
+// specification signs; the timestamp is signed as the integer it reads as,
+// as the library signs v1.
+func verifyV1a(pub ed25519.PublicKey, h http.Header, body []byte) error {
+	sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %w", swh.ErrInvalidHeaders, err)
+	}
+	msg := fmt.Appendf(nil, "%s.%d.", h.Get(IDHeader), sec)
+	msg = append(msg, body...)
+	for part := range strings.SplitSeq(h.Get(SignatureHeader), " ") {
+		sig, ok := strings.CutPrefix(part, "v1a,")
+		if !ok {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(sig)
+		if err != nil || len(raw) != ed25519.SignatureSize {
+			continue
+		}
+		if ed25519.Verify(pub, msg, raw) {
+			return nil
+		}
+	}
+	return swh.ErrNoMatchingSignature
 }
 
 // read takes the event's fields from doc at the endpoint's paths.
@@ -257,7 +313,15 @@ func integer(v any) (int64, error) {
 // Sign returns the headers a Standard Webhooks sender puts on body, signed
 // with secret ("whsec_" + base64 key). The simulator and tests use it.
 func Sign(secret, msgID string, t time.Time, body []byte) (http.Header, error) {
-	wh, err := swh.NewWebhook(secret)
+	k, err := parseKey(secret)
+	if err != nil && !errors.Is(err, errEmptyKey) {
+		return nil, fmt.Errorf("standardwebhooks: the secret %w", err)
+	}
+	if k.public != nil {
+		return nil, fmt.Errorf("standardwebhooks: a %s key verifies, it cannot sign", prefixPublicKey)
+	}
+	// An empty key signs (tests show it never verifies).
+	wh, err := swh.NewWebhookRaw(k.hmac)
 	if err != nil {
 		return nil, fmt.Errorf("standardwebhooks: %w", err)
 	}

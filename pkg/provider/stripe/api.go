@@ -129,11 +129,21 @@ var (
 // modes names APIConfig.Live in errors.
 var modes = map[bool]string{false: "test", true: "live"}
 
-// plurals maps resource types to their collection path under /v1.
+// plurals maps resource types (Stripe's "object" names) to their
+// collection path under /v1: GET /v1/<plural>/<id> retrieves one
+// (https://docs.stripe.com/api/payment_intents/retrieve,
+// https://docs.stripe.com/api/charges/retrieve,
+// https://docs.stripe.com/api/prices/retrieve,
+// https://docs.stripe.com/api/products/retrieve). Which of them the
+// processor fetches is its interpretation's choice, not the client's.
 var plurals = map[string]string{
-	"subscription": "subscriptions",
-	"customer":     "customers",
-	"invoice":      "invoices",
+	"subscription":   "subscriptions",
+	"customer":       "customers",
+	"invoice":        "invoices",
+	"payment_intent": "payment_intents",
+	"charge":         "charges",
+	"price":          "prices",
+	"product":        "products",
 }
 
 // Client reads Stripe resources. It is safe for concurrent use.

@@ -69,9 +69,9 @@ func TestGetOK(t *testing.T) {
 func TestUnsupported(t *testing.T) {
 	t.Parallel()
 	sim, c := setup(t, stripe.APIConfig{})
-	_, err := c.Get(t.Context(), "", "charge", "ch_1")
+	_, err := c.Get(t.Context(), "", "coupon", "co_1") // not among the fetched objects
 	require.ErrorIs(t, err, stripe.ErrUnsupported)
-	_, _, _, err = c.List(t.Context(), "", "charge", "", 10)
+	_, _, _, err = c.List(t.Context(), "", "coupon", "", 10)
 	require.ErrorIs(t, err, stripe.ErrUnsupported)
 	require.Zero(t, sim.APICalls())
 	require.Zero(t, c.Calls())

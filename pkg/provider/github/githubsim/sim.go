@@ -6,6 +6,16 @@
 //   - GitHub never redelivers a failed delivery by itself
 //     (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks);
 //     a delivery that got no 2xx stays failed until someone asks;
+//   - a new webhook's content type is application/x-www-form-urlencoded
+//     unless its owner picks JSON: the JSON travels in the form's payload
+//     field, and X-Hub-Signature-256 signs the form
+//     (https://docs.github.com/en/webhooks/using-webhooks/creating-webhooks);
+//     the simulator sends forms unless Config.ContentType says JSON;
+//   - a repository hook's deliveries carry the repository, an
+//     organization hook's the organization, an App's the installation,
+//     each with its id; a rename or a transfer (RenameRepo) changes the
+//     repository's full_name and keeps its id
+//     (https://docs.github.com/en/repositories/creating-and-managing-repositories/renaming-a-repository);
 //   - a redelivery keeps the X-GitHub-Delivery guid of the original, gets
 //     a new delivery id and "redelivery": true, and is sent after the 202
 //     that accepts the request, not during it;
@@ -45,6 +55,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +74,17 @@ const (
 	DevRepo   = "dev-org/dev-repo"
 	DevHookID = 1
 	DevToken  = "ghp_hookyard_dev"
+	// DevRepoID, DevOrgID and DevInstallationID are the ids the hook's
+	// repository, organization and App installation carry.
+	DevRepoID         = 1296269
+	DevOrgID          = 9919
+	DevInstallationID = 42
+)
+
+// Content types a GitHub webhook can be set to.
+const (
+	ContentTypeForm = "application/x-www-form-urlencoded"
+	ContentTypeJSON = "application/json"
 )
 
 // Config configures a Sim.
@@ -86,6 +108,15 @@ type Config struct {
 	// AppClientID is the App's client id, which GitHub also accepts as
 	// the token's issuer.
 	AppClientID string
+	// RepoID, OrgID and InstallationID are the ids of the hook's
+	// repository, organization and App installation. Default to DevRepoID,
+	// DevOrgID and DevInstallationID.
+	RepoID         int64
+	OrgID          int64
+	InstallationID int64
+	// ContentType is the webhook's content type, ContentTypeForm or
+	// ContentTypeJSON. Defaults to ContentTypeForm, GitHub's default.
+	ContentType string
 	// HTTPClient sends deliveries; nil uses a client with a 10s timeout,
 	// GitHub's own delivery deadline.
 	HTTPClient *http.Client
@@ -110,6 +141,8 @@ type Sim struct {
 	redeliveries map[string]int
 	// appPub checks an App's tokens (nil for a repository or org hook).
 	appPub *rsa.PublicKey
+	// repoName is the repository's full name now (RenameRepo).
+	repoName string
 }
 
 // New returns a simulator with no deliveries.
@@ -119,10 +152,14 @@ func New(cfg Config) *Sim {
 	}
 	cfg.HookID = cmp.Or(cfg.HookID, DevHookID)
 	cfg.Token = cmp.Or(cfg.Token, DevToken)
+	cfg.RepoID = cmp.Or(cfg.RepoID, DevRepoID)
+	cfg.OrgID = cmp.Or(cfg.OrgID, DevOrgID)
+	cfg.InstallationID = cmp.Or(cfg.InstallationID, DevInstallationID)
+	cfg.ContentType = cmp.Or(cfg.ContentType, ContentTypeForm)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}}
+	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}, repoName: cfg.Repo}
 	base := ""
 	switch {
 	case cfg.AppID != "":
@@ -180,16 +217,66 @@ func (s *Sim) Redeliveries(guid string) int {
 	return s.redeliveries[guid]
 }
 
+// RenameRepo renames (or transfers) the hook's repository to fullName
+// ("owner/name"): later deliveries carry the new full_name and the same
+// id, as GitHub's do.
+// The hook's API paths keep the name it was created under (GitHub
+// redirects the old name).
+func (s *Sim) RenameRepo(fullName string) {
+	s.mu.Lock()
+	s.repoName = fullName
+	s.mu.Unlock()
+}
+
 // Send delivers event with payload now and records the attempt. It returns
 // the delivery's guid and the receiver's status (0 when it was not reached).
+// A payload object without the hook's owner gets it, as GitHub's
+// deliveries always carry it: a repository hook's repository, an
+// organization hook's organization, an App's installation.
 func (s *Sim) Send(ctx context.Context, event string, payload any) (guid string, status int, err error) {
 	body, err := json.Marshal(payload)
+	if err != nil {
+		return "", 0, fmt.Errorf("githubsim: encode payload: %w", err)
+	}
+	body, err = s.withOwner(body)
 	if err != nil {
 		return "", 0, fmt.Errorf("githubsim: encode payload: %w", err)
 	}
 	guid = newGUID()
 	status = s.deliver(ctx, guid, event, body, false)
 	return guid, status, nil
+}
+
+// withOwner adds the hook's owner to a payload object that lacks it.
+func (s *Sim) withOwner(body []byte) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil || doc == nil {
+		return body, nil // not an object: sent as given
+	}
+	s.mu.Lock()
+	cfg := s.cfg
+	cfg.Repo = s.repoName
+	s.mu.Unlock()
+	key, owner := "", any(nil)
+	switch {
+	case cfg.AppID != "":
+		key, owner = "installation", map[string]any{"id": cfg.InstallationID}
+	case cfg.Repo != "":
+		login, name, _ := strings.Cut(cfg.Repo, "/")
+		key, owner = "repository", map[string]any{"id": cfg.RepoID, "name": name, "full_name": cfg.Repo,
+			"owner": map[string]any{"login": login}}
+	default:
+		key, owner = "organization", map[string]any{"id": cfg.OrgID, "login": cfg.Org}
+	}
+	if _, ok := doc[key]; ok {
+		return body, nil
+	}
+	raw, err := json.Marshal(owner)
+	if err != nil {
+		return nil, err
+	}
+	doc[key] = raw
+	return json.Marshal(doc)
 }
 
 // deliver POSTs one attempt and logs it.
@@ -227,12 +314,18 @@ func statusText(code int) string {
 	return "Invalid HTTP Response: " + strconv.Itoa(code)
 }
 
-func (s *Sim) post(ctx context.Context, guid, event string, body []byte) int {
+// post sends one attempt of the JSON document doc, in the hook's content
+// type, signed over the bytes sent.
+func (s *Sim) post(ctx context.Context, guid, event string, doc []byte) int {
+	body, ct := doc, ContentTypeJSON
+	if s.cfg.ContentType == ContentTypeForm {
+		body, ct = []byte(url.Values{"payload": {string(doc)}}.Encode()), ContentTypeForm
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.WebhookURL, bytes.NewReader(body))
 	if err != nil {
 		return 0
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ct)
 	req.Header.Set("User-Agent", "GitHub-Hookshot/hookyard-sim")
 	req.Header.Set(github.DeliveryHeader, guid)
 	req.Header.Set(github.EventHeader, event)

@@ -1,7 +1,8 @@
 // Package stripesim is an in-process, Stripe-compatible simulator for
 // `hookyard dev`, tests and benchmarks. It serves the read API the processor
 // and the reconciler use (GET /v1/subscriptions/{id}, GET /v1/subscriptions,
-// GET /v1/events), sends signed webhook events to a receiver (every event
+// GET /v1/events, and GET /v1/{customers,invoices,payment_intents,charges,
+// prices,products}/{id} for objects stored with PutObject), sends signed webhook events to a receiver (every event
 // it creates is logged for GET /v1/events, delivered or not: Emit creates
 // one whose webhook never arrives), and offers control endpoints
 // under /sim/ so people trying the product can create, cancel and pay for
@@ -19,7 +20,10 @@
 //     key's name), so the same id can name different objects in two
 //     accounts; "Stripe-Account" acts for a connected account, 403 when the
 //     key's account is not its platform;
-//   - objects carry livemode;
+//   - objects carry id, object and livemode; an unknown id is a 404 with
+//     Stripe's error (invalid_request_error, resource_missing, param id);
+//     a deleted customer stays retrievable as {"id", "object": "customer",
+//     "deleted": true} (DeleteCustomer);
 //   - the list leaves canceled subscriptions out unless status=all (or
 //     canceled, ended) is asked for, comes newest first, and pages with
 //     starting_after / has_more, limit 1 to 100;

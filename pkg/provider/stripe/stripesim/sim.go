@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -75,6 +76,9 @@ type Subscription struct {
 	Created    int64 `json:"created"`
 	Livemode   bool  `json:"livemode"`
 	Items      Items `json:"items"`
+	// Metadata is the subscription's key-value pairs; Stripe always
+	// sends the object, {} when empty.
+	Metadata map[string]string `json:"metadata"`
 }
 
 // Items is a subscription's item list.
@@ -139,6 +143,8 @@ type Sim struct {
 	latency   time.Duration
 	failure   int
 	events    map[dataset][]logged
+	// objects are the objects other than subscriptions (PutObject).
+	objects map[dataset]map[objectKey]map[string]any
 }
 
 // New returns an empty simulator.
@@ -148,7 +154,7 @@ func New(cfg Config) *Sim {
 	}
 	s := &Sim{cfg: cfg, home: cmp.Or(cfg.Account, DevAccount), data: map[dataset]map[string]stored{},
 		keys: map[string]string{}, connected: map[string]map[string]bool{}, latency: cfg.Latency,
-		events: map[dataset][]logged{}}
+		events: map[dataset][]logged{}, objects: map[dataset]map[objectKey]map[string]any{}}
 	if cfg.Keys == nil {
 		s.keys[DevAPIKey] = DevAccount
 		if s.home != DevAccount {
@@ -162,6 +168,9 @@ func New(cfg Config) *Sim {
 	s.mux.HandleFunc("GET /v1/subscriptions/{id}", s.api(s.getSubscription))
 	s.mux.HandleFunc("GET /v1/subscriptions", s.api(s.listSubscriptions))
 	s.mux.HandleFunc("GET /v1/events", s.api(s.listEvents))
+	for plural, t := range objectTypes {
+		s.mux.HandleFunc("GET /v1/"+plural+"/{id}", s.api(s.getObject(t.object)))
+	}
 	s.mux.HandleFunc("POST /sim/subscriptions", s.upsertSubscription)
 	s.mux.HandleFunc("POST /sim/subscriptions/{id}/cancel", s.cancelSubscription)
 	s.mux.HandleFunc("POST /sim/invoices/{id}/pay", s.payInvoice)
@@ -213,6 +222,7 @@ func (s *Sim) GetFor(account string, live bool, id string) (Subscription, bool) 
 	defer s.mu.Unlock()
 	st, ok := s.data[dataset{account, live}][id]
 	st.sub.Items.Data = slices.Clone(st.sub.Items.Data)
+	st.sub.Metadata = maps.Clone(st.sub.Metadata)
 	return st.sub, ok
 }
 
@@ -383,7 +393,7 @@ func (s *Sim) getSubscription(w http.ResponseWriter, r *http.Request) {
 	d := r.Context().Value(datasetKey{}).(dataset)
 	sub, ok := s.GetFor(d.account, d.live, id)
 	if !ok {
-		writeError(w, http.StatusNotFound, "resource_missing", fmt.Sprintf("No such subscription: '%s'", id))
+		writeMissing(w, "subscription", id)
 		return
 	}
 	writeJSON(w, http.StatusOK, sub)
@@ -579,6 +589,9 @@ func normalize(sub Subscription, now time.Time) Subscription {
 	sub.Created = cmp.Or(sub.Created, now.Unix())
 	sub.CurrentPeriodStart = cmp.Or(sub.CurrentPeriodStart, now.Unix())
 	sub.CurrentPeriodEnd = cmp.Or(sub.CurrentPeriodEnd, time.Unix(sub.CurrentPeriodStart, 0).AddDate(0, 1, 0).Unix())
+	if sub.Metadata == nil {
+		sub.Metadata = map[string]string{}
+	}
 	sub.Items.Object = "list"
 	sub.Items.Data = slices.Clone(sub.Items.Data)
 	if len(sub.Items.Data) == 0 {

@@ -209,6 +209,7 @@ func TestAPI(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status)
 	require.Equal(t, map[string]any{"error": map[string]any{
 		"type": "invalid_request_error", "code": "resource_missing", "message": "No such subscription: 'sub_x'",
+		"param": "id", "doc_url": "https://stripe.com/docs/error-codes/resource-missing",
 	}}, body)
 
 	sim.SetFailure(http.StatusBadGateway)
