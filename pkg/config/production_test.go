@@ -123,8 +123,11 @@ func TestShortWebhookSecretsRefuseToStart(t *testing.T) {
 	} {
 		// The first, long secret is the one being rotated out.
 		old := "whsec_0123456789abcdef-old"
-		if tc.provider == "chargebee" {
+		switch tc.provider {
+		case "chargebee":
 			old = "u:0123456789abcdef-old"
+		case "standard-webhooks":
+			old = "whsec_MDEyMzQ1Njc4OWFiY2RlZi1vbGQ=" // a usable key: base64
 		}
 		doc := `endpoints:
   - {id: hook-x, provider: ` + tc.provider + `, source_account: a, environment: test, secrets: ["` + old + `", "` + tc.secret + `"]}

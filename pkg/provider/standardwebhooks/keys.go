@@ -79,6 +79,11 @@ func decodeBase64(s string) ([]byte, error) {
 func CheckSecrets(ep *provider.Endpoint) []error {
 	var errs []error
 	for i, s := range ep.Secrets {
+		if strings.TrimSpace(s) == "" {
+			// Unset: whether that is allowed depends on the service (one
+			// that verifies no deliveries need not have it); config says.
+			continue
+		}
 		if _, err := parseKey(s); err != nil {
 			errs = append(errs, fmt.Errorf("secrets[%d] of endpoint %q %w", i, ep.ID, err))
 		}
