@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
-	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/pkg/fence"
-	"github.com/hookyard/hookyard/pkg/kafkatest"
+	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 )
 
 // topicRecords is how many records the topic holds, over all partitions.

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/pkg/kafkatest"
+	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 )
 
 // commitRig is a group member of a test topic that polled perRecs records of

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/internal/pipelinetest"
-	"github.com/hookyard/hookyard/internal/promread"
+	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
+	"github.com/hookyard/hookyard/internal/testkit/promread"
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"

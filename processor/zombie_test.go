@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/internal/pipelinetest"
-	"github.com/hookyard/hookyard/internal/promread"
+	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
+	"github.com/hookyard/hookyard/internal/testkit/promread"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"

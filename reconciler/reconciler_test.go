@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/internal/pipelinetest"
-	"github.com/hookyard/hookyard/internal/promread"
+	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
+	"github.com/hookyard/hookyard/internal/testkit/promread"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"

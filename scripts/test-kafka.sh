@@ -2,7 +2,7 @@
 # make test-kafka: the tests that matter on a real Apache Kafka, against the
 # three-node cluster of scripts/kafka.sh (started here when it is not up, and
 # stopped at the end unless it was already up). First the Kafka-facing
-# packages, whose shared helpers (pkg/kafkatest, internal/pipelinetest) give
+# packages, whose shared helpers (internal/testkit/kafkatest, internal/testkit/pipelinetest) give
 # each test a topic and a consumer group of its own on KAFKA_BROKERS; then the
 # broker failures (e2e/brokerfault, built only with -tags realkafka): a
 # partition leader killed with SIGKILL, a broker stopped for a minute. Their

@@ -3,8 +3,8 @@ package action
 import (
 	"testing"
 
-	"github.com/hookyard/hookyard/internal/plantest"
-	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // The processor records actions in every batch that has some; the insert

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/pkg/db"
-	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // Services started together on a fresh database all start: their

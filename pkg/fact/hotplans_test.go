@@ -3,8 +3,8 @@ package fact
 import (
 	"testing"
 
-	"github.com/hookyard/hookyard/internal/plantest"
-	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // The processor records facts in every batch that has some; the insert

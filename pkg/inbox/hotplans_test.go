@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/internal/plantest"
-	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // The inbox's statements that run for every event (intake) or every round

@@ -3,8 +3,8 @@ package projection
 import (
 	"testing"
 
-	"github.com/hookyard/hookyard/internal/plantest"
-	"github.com/hookyard/hookyard/pkg/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // The processor's projection writes find the resource by the projection's
