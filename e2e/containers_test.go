@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/internal/testkit/containertest"
+	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 )
 
 // The promise against a real PostgreSQL and a real Kafka broker in Docker.

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/action"
-	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // The receiving server's answer decides the outcome: any 2xx and a 409 for

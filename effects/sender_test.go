@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/action"
-	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 // request is one request the receiving server saw.

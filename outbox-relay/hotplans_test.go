@@ -3,8 +3,8 @@ package outboxrelay
 import (
 	"testing"
 
-	"github.com/hookyard/hookyard/internal/testkit/plantest"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
 )
 
 // A claim reads the outbox by its primary key only, whatever the statistics:

@@ -10,10 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
-	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+	"github.com/hookyard/hookyard/pkg/fence"
 )
 
 // topicRecords is how many records the topic holds, over all partitions.

@@ -17,11 +17,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 	"github.com/hookyard/hookyard/internal/testkit/promread"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/pkg/db"
-	"github.com/hookyard/hookyard/internal/testkit/dbtest"
-	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 )
 
 const keys = 37

@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/fence"
-	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 	"github.com/hookyard/hookyard/processor"
 )
 

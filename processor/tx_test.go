@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/db"
-	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"

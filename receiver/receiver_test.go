@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/internal/testkit/promread"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/promread"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 	"github.com/hookyard/hookyard/pkg/provider/github"

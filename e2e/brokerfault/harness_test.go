@@ -27,8 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
+	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/config"
-	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 )
 
 func freeAddr(t *testing.T) string {

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
+	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 

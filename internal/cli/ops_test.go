@@ -16,8 +16,8 @@ import (
 
 	"github.com/hookyard/hookyard/internal/cli"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
-	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/pkg/action"
 )
 
 // The claim's plan is a walk of action_due, a primary-key update and a

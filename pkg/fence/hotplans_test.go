@@ -3,8 +3,8 @@ package fence
 import (
 	"testing"
 
-	"github.com/hookyard/hookyard/internal/testkit/plantest"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
 )
 
 // The fence check runs in every write transaction of the processor; it reads

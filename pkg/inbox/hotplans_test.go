@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/internal/testkit/plantest"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
 )
 
 // The inbox's statements that run for every event (intake) or every round

@@ -3,8 +3,8 @@ package projection
 import (
 	"testing"
 
-	"github.com/hookyard/hookyard/internal/testkit/plantest"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/plantest"
 )
 
 // The processor's projection writes find the resource by the projection's

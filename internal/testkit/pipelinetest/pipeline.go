@@ -23,10 +23,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
-	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/ops/api"
 	"github.com/hookyard/hookyard/pkg/projection"

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
-	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
+	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/ops/api"
 	"github.com/hookyard/hookyard/pkg/ops/job"
