@@ -3,6 +3,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -51,12 +52,25 @@ func wantsPayload(c echo.Context) (want, denied bool, err error) {
 // recordPayloadRead records the read of row's payload; answered 503 when
 // it fails, and then the payload is not sent.
 func (a *api) recordPayloadRead(c echo.Context, row inbox.Row) error {
-	var n int64
-	if row.Payload != nil {
-		n = 1
-	}
 	return a.record(c, audit.ActionPayloadRead, eventTarget(inbox.Key{Provider: row.Provider,
-		SourceAccount: row.SourceAccount, Environment: row.Environment, EventID: row.EventID}), n)
+		SourceAccount: row.SourceAccount, Environment: row.Environment, EventID: row.EventID}), PayloadRows(row))
+}
+
+// PayloadRows is the rows of personal data a read of row's payload
+// returned: 0 once the payload is purged.
+func PayloadRows(row inbox.Row) int64 {
+	if row.Payload == nil {
+		return 0
+	}
+	return 1
+}
+
+// DryRun is the answer of a purge's dry run (POST /v1/purge?dry_run=true,
+// `hookyard purge -dry-run`): what it would touch.
+type DryRun struct {
+	DryRun bool      `json:"dry_run"`
+	Cutoff time.Time `json:"cutoff"`
+	inbox.PurgePreview
 }
 
 func eventTarget(k inbox.Key) map[string]any {

@@ -79,8 +79,7 @@ func (a *api) purge(c echo.Context) error {
 		return a.internal(c, err)
 	}
 	if c.QueryParam("dry_run") == "true" {
-		return c.JSON(http.StatusOK, map[string]any{"dry_run": true, "cutoff": cutoff, "rows": preview.Rows,
-			"oldest_received_at": preview.OldestReceivedAt, "newest_received_at": preview.NewestReceivedAt})
+		return c.JSON(http.StatusOK, DryRun{DryRun: true, Cutoff: cutoff, PurgePreview: preview})
 	}
 	params := job.PurgeParams{Cutoff: cutoff}
 	if a.cfg.AuditAge > 0 {
