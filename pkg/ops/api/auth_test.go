@@ -197,3 +197,21 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// A payload leaves only with its record: when the audit cannot be written
+// the read answers 503 audit_failed and carries no payload; a change that
+// could not be recorded says so (503 audit_failed) instead of 2xx.
+func TestPayloadIsNotSentWhenItsReadCannotBeRecorded(t *testing.T) {
+	t.Parallel()
+	srv, s := scopedServer(t)
+	seedDeadEvents(t, s.Pool)
+	_, err := s.Pool.Exec(t.Context(), `ALTER TABLE ops_audit RENAME TO ops_audit_away`)
+	require.NoError(t, err)
+	var body map[string]any
+	require.Equal(t, http.StatusServiceUnavailable, send(t, http.MethodGet, srv.URL+"/v1/events/stripe/acct_a/test/evt_2?payload=true", "tok-read-payload", nil, &body))
+	require.NotContains(t, string(mustJSON(t, body)), "evt_2\"}", "no payload in the answer")
+	require.Equal(t, "audit_failed", body["error"].(map[string]any)["code"])
+	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/events/stripe/acct_a/test/evt_2", "tok-read", nil, nil), "no payload, nothing to record")
+	require.Equal(t, http.StatusServiceUnavailable, send(t, http.MethodPost, srv.URL+"/v1/replay/event/stripe/acct_a/test/evt_2", "tok-operate", nil, &body))
+	require.Equal(t, "audit_failed", body["error"].(map[string]any)["code"])
+}
