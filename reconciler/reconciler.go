@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/topic"
@@ -142,6 +143,9 @@ type Config struct {
 	// PayloadRetention: each round drops the payloads of finished events
 	// received longer ago than this (inbox.PurgePayloads). Zero keeps them.
 	PayloadRetention time.Duration
+	// AuditRetention: each round deletes ops_audit records older than
+	// this (audit.Purge). Zero keeps them.
+	AuditRetention time.Duration
 	// Registerer receives the metrics. Defaults to a private registry.
 	Registerer prometheus.Registerer
 }
@@ -258,6 +262,12 @@ func (r *Reconciler) Round(ctx context.Context, f Filter) (Report, error) {
 			step(StepPurge, func(ctx context.Context) (int64, error) {
 				n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
 				r.purged.Add(float64(n))
+				return 0, err
+			})
+		}
+		if r.cfg.AuditRetention > 0 {
+			step(StepPurge, func(ctx context.Context) (int64, error) {
+				_, err := audit.Purge(ctx, r.pool, time.Now().Add(-r.cfg.AuditRetention))
 				return 0, err
 			})
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 )
 
 // actionFlags declares the filters actions list and actions replay share.
@@ -78,14 +79,14 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 			if err != nil {
 				return err
 			}
-			return printJSON(stdout, map[string]any{"replayed": 1})
+			return e.printChange(ctx, stdout, audit.ActionReplayAction, "actions replay", args[1:], 1)
 		}
 		f.Since = since.t
 		n, err := action.ReplayDeadMatching(ctx, e.pool, f)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]any{"replayed": n})
+		return e.printChange(ctx, stdout, audit.ActionReplayAction, "actions replay", args[1:], n)
 	}
 	return usageErr("actions %s: unknown, want list, show or replay", args[0])
 }

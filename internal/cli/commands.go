@@ -122,8 +122,9 @@ var commands = []command{
                                            ingested, redeliveries asked, errors, and the checkpoints
 `},
 	{name: "purge", kind: ops, run: purgeCmd,
-		usage: `  purge [-older-than 720h]                 drop payloads of finished events, keep their identities
-                                           (default: retention.payload_age; the reconciler also purges)
+		usage: `  purge [-older-than 720h] [-dry-run]      drop payloads of finished events, keep their identities
+                                           (default: retention.payload_age; the reconciler also purges;
+                                           never younger than retention.min_purge_age); -dry-run counts
 `},
 	{name: "actions", kind: ops, run: actionsCmd,
 		usage: `  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]
@@ -133,6 +134,10 @@ var commands = []command{
                                            one action, whatever its status, with its fact and idempotency key
   actions replay PROVIDER ACCOUNT ENV SUBJECT KIND   send a dead action again, same key (refused if not dead)
   actions replay [filters of actions list] [-limit N]
+`},
+	{name: "audit", kind: ops, run: auditCmd,
+		usage: `  audit [-since 24h|RFC3339] [-limit N]    payload reads and changes (replays, purges, resizes) by the
+                                           ops API and this CLI: who, what, when, which, how many rows
 `},
 	{name: "fence", kind: ops, run: fenceCmd,
 		usage: `  fence status                             partition generations and the fenced partition count

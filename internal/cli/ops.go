@@ -18,6 +18,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/ops/api"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	partreplay "github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/projection"
@@ -97,6 +98,12 @@ func deadCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error
 		if err != nil {
 			return err
 		}
+		if *payload {
+			// Printed only once its read is recorded.
+			if err := e.record(ctx, audit.ActionPayloadRead, "dead show", args[1:], api.PayloadRows(ev.Event)); err != nil {
+				return err
+			}
+		}
 		return printJSON(stdout, ev)
 	case "replay":
 		deadFlags(fs, &f, &since)
@@ -119,14 +126,14 @@ func deadCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error
 			if err != nil {
 				return err
 			}
-			return printJSON(stdout, map[string]any{"replayed": 1})
+			return e.printChange(ctx, stdout, audit.ActionReplayDead, "dead replay", args[1:], 1)
 		}
 		f.Since = since.t
 		n, err := inbox.ReplayDeadMatching(ctx, e.pool, f)
 		if err != nil {
 			return err
 		}
-		return printJSON(stdout, map[string]any{"replayed": n})
+		return e.printChange(ctx, stdout, audit.ActionReplayDead, "dead replay", args[1:], n)
 	}
 	return usageErr("dead %s: unknown, want list, show or replay", args[0])
 }
@@ -203,6 +210,9 @@ func replayPartition(ctx context.Context, e *env, args []string, stdout io.Write
 	if errors.Is(err, partreplay.ErrInvalid) {
 		return usageErr("%v", err)
 	}
+	if rerr := e.record(ctx, audit.ActionReplayPartition, "replay partition", args, int64(rep.ReplayedEvents)); err == nil {
+		err = rerr
+	}
 	if perr := printJSON(stdout, rep); err == nil {
 		err = perr
 	}
@@ -232,12 +242,24 @@ func eventsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) err
 func purgeCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("purge", flag.ContinueOnError)
 	older := fs.Duration("older-than", e.cfg.Retention.PayloadAge, "purge payloads of finished events older than this (default: retention.payload_age)")
+	dryRun := fs.Bool("dry-run", false, "print what the purge would touch (rows, oldest and newest received_at) and change nothing")
 	if err := fs.Parse(args); err != nil || *older <= 0 {
 		return usageErr("purge needs -older-than DURATION (or retention.payload_age in the config)")
 	}
+	if floor := e.cfg.Retention.MinPurgeAge; *older < floor {
+		return usageErr("purge -older-than %s is below retention.min_purge_age %s: events that young may still be needed for recovery", *older, floor)
+	}
+	cutoff := time.Now().Add(-*older)
+	if *dryRun {
+		p, err := inbox.PreviewPurge(ctx, e.pool, cutoff)
+		if err != nil {
+			return err
+		}
+		return printJSON(stdout, api.DryRun{DryRun: true, Cutoff: cutoff, PurgePreview: p})
+	}
 	// Chunk by chunk, with the count so far on a terminal: a purge of a
 	// large inbox runs for minutes, and an operator wants to see it move.
-	cutoff, progress := time.Now().Add(-*older), terminalProgress()
+	progress := terminalProgress()
 	var n int64
 	for {
 		c, err := inbox.PurgeChunk(ctx, e.pool, cutoff, job.PurgeChunk)
@@ -251,7 +273,15 @@ func purgeCmd(ctx context.Context, e *env, args []string, stdout io.Writer) erro
 		}
 	}
 	progress("")
-	return printJSON(stdout, map[string]any{"purged": n})
+	// The audit's own retention goes with every purge, as in purge jobs.
+	auditPurged, err := audit.Purge(ctx, e.pool, time.Now().Add(-e.cfg.Retention.AuditAge))
+	if err != nil {
+		return err
+	}
+	if err := e.record(ctx, audit.ActionPurge, "purge", args, n); err != nil {
+		return err
+	}
+	return printJSON(stdout, map[string]any{"purged": n, "audit_purged": auditPurged})
 }
 
 func sinceFlag(fs *flag.FlagSet) *time.Duration {
@@ -280,17 +310,30 @@ func replay(ctx context.Context, e *env, args []string, stdout io.Writer) error 
 		return usageErr("%v", err)
 	}
 	var n int64
+	var action string
 	switch {
 	case args[0] == "event" && len(pos) == 4:
+		action = audit.ActionReplayEvent
 		n, err = inbox.Replay(ctx, e.pool, inbox.Key{Provider: pos[0], SourceAccount: pos[1], Environment: pos[2], EventID: pos[3]})
 	case args[0] == "dead" && len(pos) == 0:
+		action = audit.ActionReplayDead
 		n, err = inbox.ReplayDead(ctx, e.pool, sinceTime(*since), *limit)
 	case args[0] == "resource" && len(pos) == 5:
+		action = audit.ActionReplayResource
 		n, err = inbox.ReplayResource(ctx, e.pool, pos[0], pos[1], pos[2], pos[3], pos[4], sinceTime(*since))
 	default:
 		return usageErr("replay %s: wrong arguments", strings.Join(args, " "))
 	}
 	if err != nil {
+		return err
+	}
+	return e.printChange(ctx, stdout, action, "replay "+args[0], args[1:], n)
+}
+
+// printChange records a change the command made, then prints how many
+// rows it replayed.
+func (e *env) printChange(ctx context.Context, stdout io.Writer, action, command string, args []string, n int64) error {
+	if err := e.record(ctx, action, command, args, n); err != nil {
 		return err
 	}
 	return printJSON(stdout, map[string]any{"replayed": n})
@@ -385,6 +428,9 @@ func resize(ctx context.Context, e *env, n int, force bool, stdout io.Writer) er
 		}
 	}
 	if err := fence.Resize(ctx, e.pool, e.cfg.Kafka.Topic, n); err != nil {
+		return err
+	}
+	if err := e.record(ctx, audit.ActionFenceResize, "fence resize", []string{"-partitions", fmt.Sprint(n), "-topic", e.cfg.Kafka.Topic}, int64(n)); err != nil {
 		return err
 	}
 	return printJSON(stdout, map[string]any{"topic": e.cfg.Kafka.Topic, "partition_count": n, "previous": cur})

@@ -220,7 +220,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
 		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, Backfill: e.cfg.Reconcile.Backfill, PageSize: e.cfg.Reconcile.PageSize,
-		PayloadRetention: e.cfg.Retention.PayloadAge, Registerer: reg, Progress: progress,
+		PayloadRetention: e.cfg.Retention.PayloadAge, AuditRetention: e.cfg.Retention.AuditAge, Registerer: reg, Progress: progress,
 		// The processor has an API client for these (e.processor's Fetchers).
 		FetchProviders: slices.Sorted(maps.Keys(fetchers(conns)))}), nil
 }
@@ -246,8 +246,23 @@ func actionsWaiting(cfg *config.Config) map[string]string {
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
 func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
 	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
-	return api.New(e.pool, e.log, api.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs}), jobs
+	return api.New(e.pool, e.log, api.Config{Auth: opsAuth(e.cfg), Policy: e.cfg.Access, Gatherer: e.reg,
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs,
+		MinPurgeAge: e.cfg.Retention.MinPurgeAge, AuditAge: e.cfg.Retention.AuditAge}), jobs
+}
+
+// opsAuth is the authenticator of every page on the ops address: OPS_TOKEN
+// with every scope, and the config's scoped tokens.
+func opsAuth(cfg *config.Config) *api.Authenticator {
+	var tokens []api.Token
+	for _, t := range cfg.Ops.Tokens {
+		tok := api.Token{Name: t.Name, Secret: t.Token}
+		for _, s := range t.Scopes {
+			tok.Scopes = append(tok.Scopes, api.Scope(s))
+		}
+		tokens = append(tokens, tok)
+	}
+	return api.NewAuthenticator(cfg.OpsToken, tokens)
 }
 
 // serveMetrics serves /healthz, /readyz and /metrics for services without

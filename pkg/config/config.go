@@ -48,6 +48,7 @@ type Config struct {
 	Relay     Relay               `yaml:"relay"`
 	Retention Retention           `yaml:"retention"`
 	Effects   Effects             `yaml:"effects"`
+	Ops       Ops                 `yaml:"ops"`
 
 	// From the environment.
 	DatabaseURL   string `yaml:"-"`
@@ -187,7 +188,22 @@ type Retention struct {
 	// lose their payload; identity, status and decision stay. The
 	// reconciler purges every round. Zero keeps payloads forever.
 	PayloadAge time.Duration `yaml:"payload_age"`
+	// MinPurgeAge is the floor under every purge: a purge of payloads
+	// received more recently (`purge -older-than`, POST /v1/purge, and
+	// payload_age itself) is refused, so a typo (1ns, 1m) cannot drop what
+	// recovery still needs. Defaults to MinPurgeAgeDefault.
+	MinPurgeAge time.Duration `yaml:"min_purge_age"`
+	// AuditAge is how long ops_audit keeps its records; older ones go with
+	// the reconciler's purge step and purge jobs. Defaults to
+	// AuditAgeDefault.
+	AuditAge time.Duration `yaml:"audit_age"`
 }
+
+// Defaults of Retention.
+const (
+	MinPurgeAgeDefault = time.Hour
+	AuditAgeDefault    = 400 * 24 * time.Hour
+)
 
 // Reconcile options; zero values take the reconciler's defaults.
 type Reconcile struct {
@@ -311,6 +327,12 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	c.Kafka.Partitions = cmp.Or(c.Kafka.Partitions, PartitionsDefault)
 	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, -1)
 	c.Kafka.Group = cmp.Or(c.Kafka.Group, "hookyard-processor")
+	if c.Retention.MinPurgeAge == 0 {
+		c.Retention.MinPurgeAge = MinPurgeAgeDefault
+	}
+	if c.Retention.AuditAge == 0 {
+		c.Retention.AuditAge = AuditAgeDefault
+	}
 	if err := errors.Join(envErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -412,9 +434,15 @@ func (c *Config) validate(r reads) error {
 	if c.Reconcile.StripeRate < 0 || c.Reconcile.ChargebeeRate < 0 || c.Reconcile.GitHubRate < 0 {
 		errs = append(errs, errors.New("config: reconciler.stripe_rate, chargebee_rate and github_rate must not be negative"))
 	}
-	if c.Retention.PayloadAge < 0 {
+	switch rt := c.Retention; {
+	case rt.PayloadAge < 0:
 		errs = append(errs, errors.New("config: retention.payload_age must not be negative (0 keeps payloads forever)"))
+	case rt.MinPurgeAge < 0 || rt.AuditAge < 0:
+		errs = append(errs, errors.New("config: retention.min_purge_age and retention.audit_age must not be negative"))
+	case rt.PayloadAge > 0 && rt.PayloadAge < rt.MinPurgeAge:
+		errs = append(errs, fmt.Errorf("config: retention.payload_age %s is below retention.min_purge_age %s", rt.PayloadAge, rt.MinPurgeAge))
 	}
+	errs = append(errs, c.Ops.validate(r)...)
 	return errors.Join(errs...)
 }
 

@@ -32,6 +32,7 @@ var DevSecrets = map[string]string{
 	"whsec_aG9va3lhcmQtZGV2LXN0YW5kYXJkLXdlYmhvb2tzLWtleQ==": "STANDARD_WEBHOOK_SECRET",
 	"ghp_hookyard_dev":                                       "GITHUB_TOKEN",
 	StripeAPIKeyDevDefault:                                   "STRIPE_API_KEY",
+	OpsAppTokenDevDefault:                                    "OPS_APP_TOKEN",
 	"cb_test_hookyard_dev":                                   "CHARGEBEE_API_KEY",
 }
 
@@ -96,7 +97,8 @@ func (c *Config) ApplyDevDefaults() {
 
 // CheckProduction refuses what only `hookyard dev` may run with, for every
 // service at once: no ops token, a short one or the dev token, endpoint
-// secrets and API keys from the example config's dev fallbacks, a webhook
+// secrets, API keys and scoped ops tokens from the example config's dev
+// fallbacks, a scoped ops token shorter than OpsTokenMinLen, a webhook
 // secret shorter than WebhookSecretMinLen, a Stripe endpoint without an API
 // key, and a plain http receipt URL to another host. Each error names the
 // variable to set. It is CheckService("").
@@ -118,6 +120,17 @@ func (c *Config) CheckService(service string) error {
 			errs = append(errs, fmt.Errorf("%w: OPS_TOKEN is the dev token; set a random token of at least %d bytes", ErrDevDefault, OpsTokenMinLen))
 		case len(c.OpsToken) < OpsTokenMinLen:
 			errs = append(errs, fmt.Errorf("%w: OPS_TOKEN is %d bytes; it must have at least %d", ErrDevDefault, len(c.OpsToken), OpsTokenMinLen))
+		}
+	}
+	for i, t := range c.Ops.Tokens {
+		switch err := checkOpsToken(fmt.Sprintf("ops.tokens[%d] (%q)", i, t.Name), t.Token); {
+		case r.opsToken && err != nil:
+			errs = append(errs, err)
+		case DevSecrets[t.Token] != "":
+			// Like every dev fallback: a service on the example config is
+			// misconfigured, whether it reads the token or not.
+			errs = append(errs, fmt.Errorf("%w: ops.tokens[%d] (%q) is the example config's dev token; set %s",
+				ErrDevDefault, i, t.Name, DevSecrets[t.Token]))
 		}
 	}
 	if v, dev := DevSecrets[c.StripeAPIKey]; dev {

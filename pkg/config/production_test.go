@@ -22,6 +22,7 @@ var strongExampleEnv = map[string]string{
 	"GITHUB_TOKEN":            "ghp_prod",
 	"STRIPE_API_KEY":          "sk_test_prod_key",
 	"CHARGEBEE_API_KEY":       "cb_prod_key",
+	"OPS_APP_TOKEN":           "app-prod-0123456789abcdef0123456789",
 }
 
 // The example config's API keys fall back to keys anyone who read the

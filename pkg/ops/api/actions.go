@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 )
 
 // actionsRequest is the body of POST /v1/actions/replay: an action's key
@@ -95,6 +96,11 @@ func (a *api) replayActions(c echo.Context) error {
 			return a.internal(c, err)
 		}
 		a.log.Info("dead action replayed", slog.String("key", k.String()))
+		target := map[string]any{"provider": k.Provider, "account": k.SourceAccount, "environment": k.Environment,
+			"subject": k.SubjectID, "kind": k.Kind}
+		if err := a.record(c, audit.ActionReplayAction, target, 1); err != nil {
+			return auditFailed(c)
+		}
 		return c.JSON(http.StatusAccepted, map[string]any{"replayed": 1})
 	}
 	if req.Limit < 0 || req.Limit > MaxLimit {
@@ -109,5 +115,10 @@ func (a *api) replayActions(c echo.Context) error {
 		return a.internal(c, err)
 	}
 	a.log.Info("dead actions replayed", slog.Int64("count", n))
+	target := filterTarget(map[string]any{"provider": req.Provider, "account": req.Account, "environment": req.Environment,
+		"kind": req.Kind, "since": req.Since, "limit": req.Limit})
+	if err := a.record(c, audit.ActionReplayAction, target, n); err != nil {
+		return auditFailed(c)
+	}
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
 
@@ -112,12 +113,21 @@ func ShowEvent(ctx context.Context, pool *pgxpool.Pool, k inbox.Key, withPayload
 }
 
 func (a *api) showDead(c echo.Context) error {
-	ev, err := ShowEvent(c.Request().Context(), a.pool, eventKey(c), c.QueryParam("payload") == "true")
+	withPayload, denied, err := wantsPayload(c)
+	if denied {
+		return err
+	}
+	ev, err := ShowEvent(c.Request().Context(), a.pool, eventKey(c), withPayload)
 	if errors.Is(err, inbox.ErrNotFound) {
 		return fail(c, http.StatusNotFound, "not_found", "no such event")
 	}
 	if err != nil {
 		return a.internal(c, err)
+	}
+	if withPayload {
+		if err := a.recordPayloadRead(c, ev.Event); err != nil {
+			return payloadNotRecorded(c)
+		}
 	}
 	return c.JSON(http.StatusOK, ev)
 }
@@ -146,6 +156,9 @@ func (a *api) replayDeadMatching(c echo.Context) error {
 			return a.internal(c, err)
 		}
 		a.log.Info("dead event replayed", slog.String("event_id", k.EventID))
+		if err := a.record(c, audit.ActionReplayDead, eventTarget(k), 1); err != nil {
+			return auditFailed(c)
+		}
 		return c.JSON(http.StatusAccepted, map[string]any{"replayed": 1})
 	}
 	if req.Limit < 0 || req.Limit > MaxLimit {
@@ -160,5 +173,10 @@ func (a *api) replayDeadMatching(c echo.Context) error {
 		return a.internal(c, err)
 	}
 	a.log.Info("dead events replayed", slog.Int64("count", n))
+	target := filterTarget(map[string]any{"provider": req.Provider, "account": req.Account, "environment": req.Environment,
+		"type": req.Type, "resource_type": req.ResourceType, "resource_id": req.ResourceID, "since": req.Since, "limit": req.Limit})
+	if err := a.record(c, audit.ActionReplayDead, target, n); err != nil {
+		return auditFailed(c)
+	}
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/ops/replay"
 )
@@ -59,14 +61,38 @@ func (a *api) listJobs(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"jobs": jobs})
 }
 
+// purge serves POST /v1/purge?older_than=720h[&dry_run=true]: a purge job,
+// or with dry_run what it would touch, changing nothing.
 func (a *api) purge(c echo.Context) error {
 	d, err := time.ParseDuration(c.QueryParam("older_than"))
 	if err != nil || d <= 0 {
 		return fail(c, http.StatusBadRequest, "bad_older_than", "older_than must be a positive duration, e.g. 720h")
 	}
-	j, err := a.jobs.Start(c.Request().Context(), job.KindPurge, job.PurgeParams{Cutoff: a.cfg.Now().Add(-d)})
+	if d < a.cfg.MinPurgeAge {
+		return fail(c, http.StatusBadRequest, "below_purge_floor",
+			fmt.Sprintf("older_than %s is below retention.min_purge_age %s: events that young may still be needed for recovery", d, a.cfg.MinPurgeAge))
+	}
+	ctx := c.Request().Context()
+	cutoff := a.cfg.Now().Add(-d)
+	preview, err := inbox.PreviewPurge(ctx, a.pool, cutoff)
 	if err != nil {
 		return a.internal(c, err)
+	}
+	if c.QueryParam("dry_run") == "true" {
+		return c.JSON(http.StatusOK, DryRun{DryRun: true, Cutoff: cutoff, PurgePreview: preview})
+	}
+	params := job.PurgeParams{Cutoff: cutoff}
+	if a.cfg.AuditAge > 0 {
+		params.AuditCutoff = a.cfg.Now().Add(-a.cfg.AuditAge)
+	}
+	j, err := a.jobs.Start(ctx, job.KindPurge, params)
+	if err != nil {
+		return a.internal(c, err)
+	}
+	// The rows the purge found to do when it started; the job's progress
+	// has what it did.
+	if err := a.record(c, audit.ActionPurge, map[string]any{"older_than": d.String(), "job": j.ID}, preview.Rows); err != nil {
+		return auditFailed(c)
 	}
 	return started(c, j)
 }
@@ -76,9 +102,15 @@ func (a *api) replayResource(c echo.Context) error {
 	if err != nil {
 		return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
 	}
-	j, err := a.jobs.Start(c.Request().Context(), job.KindReplayResource, job.ResourceParams{Resource: resourceParam(c, ""), Since: t})
+	r := resourceParam(c, "")
+	j, err := a.jobs.Start(c.Request().Context(), job.KindReplayResource, job.ResourceParams{Resource: r, Since: t})
 	if err != nil {
 		return a.internal(c, err)
+	}
+	target := filterTarget(map[string]any{"provider": r.Provider, "account": r.SourceAccount, "environment": r.Environment,
+		"type": r.Type, "id": r.ID, "since": c.QueryParam("since"), "job": j.ID})
+	if err := a.record(c, audit.ActionReplayResource, target, j.Progress["replayed"]); err != nil {
+		return auditFailed(c)
 	}
 	return started(c, j)
 }

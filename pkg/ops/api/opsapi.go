@@ -5,20 +5,20 @@
 // their JSON; no table: every read and write goes through the package that
 // owns the table (inbox, projection, action, job).
 //
-// Every /v1 route requires the bearer token. It must never write a
-// projection itself — replays go down the same outbox → Kafka path — and
-// never hold SQL of its own.
+// Every /v1 route requires a bearer token holding the route's scope (see
+// Scope); every payload read and every operation that changes state is
+// recorded in ops_audit (package audit) in the request that did it. It must
+// never write a projection itself — replays go down the same outbox →
+// Kafka path — and never hold SQL of its own.
 package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,14 +29,26 @@ import (
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/projection"
 )
 
 // Config configures the API.
 type Config struct {
-	// Token is the bearer token /v1 requires. Required.
+	// Token is OPS_TOKEN: the bearer token with every scope. Defaults to
+	// none: only Tokens authenticate.
 	Token string
+	// Tokens are the scoped tokens beside Token. Defaults to none.
+	Tokens []Token
+	// Auth checks the tokens. Defaults to NewAuthenticator(Token, Tokens).
+	Auth *Authenticator
+	// MinPurgeAge is the floor under POST /v1/purge's older_than
+	// (retention.min_purge_age). Defaults to MinPurgeAgeDefault.
+	MinPurgeAge time.Duration
+	// AuditAge: purge jobs also delete audit records older than this
+	// (retention.audit_age). Defaults to 0: they leave the audit alone.
+	AuditAge time.Duration
 	// Policy is the access policy.
 	Policy access.Policy
 	// Gatherer serves /metrics. Defaults to an empty registry.
@@ -70,31 +82,44 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	if cfg.Jobs == nil {
 		cfg.Jobs = NewJobs(pool, log, cfg.Brokers, cfg.Topic)
 	}
+	if cfg.Auth == nil {
+		cfg.Auth = NewAuthenticator(cfg.Token, cfg.Tokens)
+	}
+	if cfg.MinPurgeAge <= 0 {
+		cfg.MinPurgeAge = MinPurgeAgeDefault
+	}
 	a := &api{pool: pool, log: log.With(slog.String("service", "ops-api")), cfg: cfg, jobs: cfg.Jobs}
 	e := health.NewEcho()
 	health.Register(e, cfg.Gatherer, func(ctx context.Context) error { return pool.Ping(ctx) })
-	v1 := e.Group("/v1", a.auth)
-	v1.GET("/projections/:provider/:account/:environment/:type/:id", a.projection)
-	v1.GET("/explain/:provider/:account/:environment/:type/:id", a.explain)
-	v1.GET("/access/:provider/:account/:environment/:id", a.access)
-	v1.GET("/events/:provider/:account/:environment/:event_id", a.event)
-	v1.GET("/events", a.listEvents)
-	v1.POST("/replay/event/:provider/:account/:environment/:event_id", a.replayEvent)
-	v1.POST("/replay/dead", a.replayDead)
-	v1.POST("/replay/resource/:provider/:account/:environment/:type/:id", a.replayResource)
-	v1.POST("/purge", a.purge)
-	v1.POST("/replay/partition", a.replayPartition)
-	v1.GET("/jobs", a.listJobs)
-	v1.GET("/jobs/:id", a.getJob)
-	v1.GET("/dead", a.listDead)
-	v1.GET("/parked", a.listParked)
-	v1.POST("/dead/replay", a.replayDeadMatching)
-	v1.GET("/dead/:provider/:account/:environment/:event_id", a.showDead)
-	v1.GET("/actions", a.listActions)
-	v1.POST("/actions/replay", a.replayActions)
-	v1.GET("/actions/:provider/:account/:environment/:subject/:kind", a.showAction)
+	// Every route names its scope here, where a new route is added.
+	v1 := e.Group("/v1")
+	access, read, operate := cfg.Auth.Require(ScopeAccess), cfg.Auth.Require(ScopeRead), cfg.Auth.Require(ScopeOperate)
+	v1.GET("/access/:provider/:account/:environment/:id", a.access, access)
+	v1.GET("/projections/:provider/:account/:environment/:type/:id", a.projection, read)
+	v1.GET("/explain/:provider/:account/:environment/:type/:id", a.explain, read)
+	v1.GET("/events/:provider/:account/:environment/:event_id", a.event, read)
+	v1.GET("/events", a.listEvents, read)
+	v1.GET("/jobs", a.listJobs, read)
+	v1.GET("/jobs/:id", a.getJob, read)
+	v1.GET("/dead", a.listDead, read)
+	v1.GET("/parked", a.listParked, read)
+	v1.GET("/dead/:provider/:account/:environment/:event_id", a.showDead, read)
+	v1.GET("/actions", a.listActions, read)
+	v1.GET("/actions/:provider/:account/:environment/:subject/:kind", a.showAction, read)
+	v1.GET("/audit", a.listAudit, read)
+	v1.POST("/replay/event/:provider/:account/:environment/:event_id", a.replayEvent, operate)
+	v1.POST("/replay/dead", a.replayDead, operate)
+	v1.POST("/replay/resource/:provider/:account/:environment/:type/:id", a.replayResource, operate)
+	v1.POST("/purge", a.purge, operate)
+	v1.POST("/replay/partition", a.replayPartition, operate)
+	v1.POST("/dead/replay", a.replayDeadMatching, operate)
+	v1.POST("/actions/replay", a.replayActions, operate)
 	return e
 }
+
+// MinPurgeAgeDefault is Config.MinPurgeAge's default
+// (config.MinPurgeAgeDefault).
+const MinPurgeAgeDefault = time.Hour
 
 type api struct {
 	pool *pgxpool.Pool
@@ -127,16 +152,6 @@ func badLimit(c echo.Context) error {
 
 func badSince(c echo.Context) error {
 	return fail(c, http.StatusBadRequest, "bad_since", "since must be a duration (24h) or RFC 3339 time")
-}
-
-func (a *api) auth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		got, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-		if !ok || a.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(a.cfg.Token)) != 1 {
-			return fail(c, http.StatusUnauthorized, "unauthorized", "bearer token required")
-		}
-		return next(c)
-	}
 }
 
 func resourceParam(c echo.Context, typ string) message.Resource {
@@ -197,12 +212,21 @@ func eventKey(c echo.Context) inbox.Key {
 }
 
 func (a *api) event(c echo.Context) error {
-	row, err := inbox.Get(c.Request().Context(), a.pool, eventKey(c), c.QueryParam("payload") == "true")
+	withPayload, denied, err := wantsPayload(c)
+	if denied {
+		return err
+	}
+	row, err := inbox.Get(c.Request().Context(), a.pool, eventKey(c), withPayload)
 	if errors.Is(err, inbox.ErrNotFound) {
 		return fail(c, http.StatusNotFound, "not_found", "no such event")
 	}
 	if err != nil {
 		return a.internal(c, err)
+	}
+	if withPayload {
+		if err := a.recordPayloadRead(c, row); err != nil {
+			return payloadNotRecorded(c)
+		}
 	}
 	return c.JSON(http.StatusOK, row)
 }
@@ -228,6 +252,9 @@ func (a *api) replayEvent(c echo.Context) error {
 		return fail(c, http.StatusNotFound, "not_found", "no replayable event with that id")
 	}
 	a.log.Info("event replayed", slog.String("event_id", c.Param("event_id")))
+	if err := a.record(c, audit.ActionReplayEvent, eventTarget(eventKey(c)), n); err != nil {
+		return auditFailed(c)
+	}
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
 }
 
@@ -267,6 +294,10 @@ func (a *api) replayDead(c echo.Context) error {
 		return a.internal(c, err)
 	}
 	a.log.Info("dead events replayed", slog.Int64("count", n))
+	target := filterTarget(map[string]any{"since": c.QueryParam("since"), "limit": c.QueryParam("limit")})
+	if err := a.record(c, audit.ActionReplayDead, target, n); err != nil {
+		return auditFailed(c)
+	}
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/ops/replay"
 )
@@ -49,6 +50,18 @@ func (a *api) replayPartition(c echo.Context) error {
 		a.log.Error("partition replay", slog.String("error", err.Error()))
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{
 			"error": map[string]string{"code": "replay_failed", "message": err.Error()}, "job": j})
+	}
+	target := filterTarget(map[string]any{"since": body.Since, "limit": body.Limit, "job": j.ID})
+	// Partition 0 and offset 0 are values, not absent filters.
+	target["partition"] = *body.Partition
+	for k, v := range map[string]*int64{"from_offset": body.FromOffset, "to_offset": body.ToOffset} {
+		if v != nil {
+			target[k] = *v
+		}
+	}
+	// The first step's count; the job's progress has the rest.
+	if err := a.record(c, audit.ActionReplayPartition, target, j.Progress["replayed_events"]); err != nil {
+		return auditFailed(c)
 	}
 	return started(c, j)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/ops/replay"
 )
 
@@ -26,20 +27,37 @@ const (
 	PartitionStepRecord = 5000
 )
 
-// PurgeParams: drop the payloads of finished events received before Cutoff.
+// PurgeParams: drop the payloads of finished events received before
+// Cutoff, and audit records older than AuditCutoff.
 type PurgeParams struct {
 	Cutoff time.Time `json:"cutoff"`
+	// AuditCutoff is the audit's own retention (retention.audit_age).
+	// Zero leaves the audit alone.
+	AuditCutoff time.Time `json:"audit_cutoff,omitzero"`
 }
 
+// auditDone is the cursor once the audit's old records are gone.
+var auditDone = json.RawMessage(`{"audit":"done"}`)
+
 // PurgeStep purges one chunk per step; done when a chunk comes back short.
+// The first step also deletes the audit records past their retention.
 func PurgeStep(pool *pgxpool.Pool) Step {
-	return func(ctx context.Context, params, _ json.RawMessage) (json.RawMessage, map[string]int64, bool, error) {
+	return func(ctx context.Context, params, cursor json.RawMessage) (json.RawMessage, map[string]int64, bool, error) {
 		var p PurgeParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, nil, false, fmt.Errorf("purge job params: %w", err)
 		}
+		did := map[string]int64{}
+		if cursor == nil && !p.AuditCutoff.IsZero() {
+			n, err := audit.Purge(ctx, pool, p.AuditCutoff)
+			did["audit_purged"] = n
+			if err != nil {
+				return nil, did, false, err
+			}
+		}
 		n, err := inbox.PurgeChunk(ctx, pool, p.Cutoff, PurgeChunk)
-		return nil, map[string]int64{"purged": n}, n < PurgeChunk, err
+		did["purged"] = n
+		return auditDone, did, n < PurgeChunk, err
 	}
 }
 
