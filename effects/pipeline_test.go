@@ -47,7 +47,7 @@ func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 	require.Equal(t, "hookyard:stripe:acct_test:test:in_rcpt:receipt", reqs[0].key)
 	b := reqs[0].body
 	require.Equal(t, reqs[0].key, b.ActionKey)
-	require.Equal(t, 1, b.Attempt)
+	require.Equal(t, 1, reqs[0].attempt)
 	require.Equal(t, "invoice_paid", b.Fact.Type)
 	require.Equal(t, "in_rcpt", b.Fact.ID)
 	require.Equal(t, "sub_rcpt", b.Fact.ResourceID)

@@ -16,15 +16,30 @@ import (
 	"github.com/hookyard/hookyard/pkg/fact"
 )
 
-// Body is the JSON document an effect POSTs.
+// Body is the JSON document an effect POSTs. Every attempt of an action
+// POSTs the same bytes (see encodeBody): a standard idempotent server
+// answers a key reused with another body 422, never with the stored answer.
 type Body struct {
 	// ActionKey is the stable key, also sent as Idempotency-Key.
-	ActionKey string `json:"action_key"`
-	Kind      string `json:"kind"`
-	// Attempt is 1 for the first attempt; a repeat carries the same
-	// ActionKey with a higher Attempt.
-	Attempt int       `json:"attempt"`
-	Fact    fact.Fact `json:"fact"`
+	ActionKey string    `json:"action_key"`
+	Kind      string    `json:"kind"`
+	Fact      fact.Fact `json:"fact"`
+}
+
+// AttemptHeader carries the attempt's number (1 for the first, counting
+// replays); it is the one part of a request that changes between attempts,
+// so it stays out of the body.
+const AttemptHeader = "Hookyard-Attempt"
+
+// encodeBody builds c's body from what is stored for it, the action's key
+// and its fact, and nothing of the attempt: the same action always encodes
+// to the same bytes (struct fields in declaration order, the fact's data as
+// Postgres stores it, recorded_at in UTC so that senders in other time zones
+// agree).
+func encodeBody(c action.Claimed) ([]byte, error) {
+	f := *c.Fact
+	f.RecordedAt = f.RecordedAt.UTC()
+	return json.Marshal(Body{ActionKey: c.Key.String(), Kind: c.Key.Kind, Fact: f})
 }
 
 // outcome is what one attempt came to.
@@ -50,7 +65,7 @@ const maxDrain = 64 << 10
 // with the same key.
 func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outcome {
 	key := c.Key.String()
-	body, err := json.Marshal(Body{ActionKey: key, Kind: c.Key.Kind, Attempt: c.Attempts, Fact: *c.Fact})
+	body, err := encodeBody(c)
 	if err != nil {
 		return outcome{status: action.StatusDead, err: fmt.Sprintf("encode body: %v", err)}
 	}
@@ -62,6 +77,7 @@ func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outc
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set(AttemptHeader, strconv.Itoa(c.Attempts))
 	req.Header.Set("User-Agent", "hookyard-effects")
 	resp, err := s.client.Do(req)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,7 +66,8 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	key := req.Header.Get("Idempotency-Key")
 	r.mu.Lock()
-	r.reqs = append(r.reqs, request{key: key, attempt: b.Attempt, factID: b.Fact.ID, body: b})
+	attempt, _ := strconv.Atoi(req.Header.Get(effects.AttemptHeader))
+	r.reqs = append(r.reqs, request{key: key, attempt: attempt, factID: b.Fact.ID, body: b})
 	r.perKey[key]++
 	n := r.perKey[key]
 	r.inFlight[key]++
