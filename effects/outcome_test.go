@@ -17,11 +17,12 @@ import (
 	"github.com/hookyard/hookyard/pkg/dbtest"
 )
 
-// The receiving server's answer decides the outcome: any 2xx and a 409 for
-// the same key are sent; 408, 429 and 5xx are failed and retried; any other
-// 4xx, a redirect, or a 409 naming another key is dead (kept for an
-// operator). Fails if a permanent refusal is retried forever, or if a
-// retryable answer kills the receipt.
+// The receiving server's answer decides the outcome: only a 2xx is sent; a
+// 409 for the same key (in progress) is ambiguous and retried with that
+// key; 408, 429 and 5xx are failed and retried; 422, any other 4xx, a
+// redirect, or a 409 naming another key is dead (kept for an operator).
+// Fails if a permanent refusal is retried forever, if a retryable answer
+// kills the receipt, or if "in progress" is taken for sent.
 func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
@@ -31,7 +32,7 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 		want   string
 	}{
 		"in_200": {200, "", action.StatusSent}, "in_201": {201, "", action.StatusSent}, "in_204": {204, "", action.StatusSent},
-		"in_409": {409, "", action.StatusSent}, "in_409same": {409, "same", action.StatusSent},
+		"in_409": {409, "", action.StatusAmbiguous}, "in_409same": {409, "same", action.StatusAmbiguous},
 		"in_409other": {409, "hookyard:other", action.StatusDead},
 		"in_400":      {400, "", action.StatusDead}, "in_401": {401, "", action.StatusDead}, "in_404": {404, "", action.StatusDead},
 		"in_422": {422, "", action.StatusDead}, "in_302": {302, "", action.StatusDead},
@@ -68,7 +69,7 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 		switch c.want {
 		case action.StatusSent:
 			require.Empty(t, a.LastError)
-		case action.StatusFailed:
+		case action.StatusFailed, action.StatusAmbiguous:
 			require.Contains(t, a.LastError, "HTTP ")
 			require.NotNil(t, a.NextAttemptAt)
 			require.Greater(t, time.Until(*a.NextAttemptAt), 20*time.Minute, "retry after the backoff")

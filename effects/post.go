@@ -57,12 +57,15 @@ type outcome struct {
 const maxDrain = 64 << 10
 
 // post makes one attempt: the action's body POSTed with its stable key as
-// Idempotency-Key. Any 2xx is sent; 409 is sent too (the server already has
-// this key), unless it names another key; 408, 429 and 5xx are failed and
-// retried; any other answer (4xx, or a redirect: a misconfigured URL) is
-// dead. A transport error is ambiguous once the request may have reached the
-// server (its headers were written), else failed: either way it is retried
-// with the same key.
+// Idempotency-Key. Only a 2xx is sent (a server's stored answer replayed
+// for a completed key included). A 409 is ambiguous: it says the request
+// with this key is still in progress, not how it ends, so it is retried
+// with the same key (dead only if it names another key). 408, 429 and 5xx
+// are failed and retried; 422 (the key reused with another body) and any
+// other answer (4xx, or a redirect: a misconfigured URL) are dead. A
+// transport error is ambiguous once the request may have reached the server
+// (its headers were written), else failed: either way it is retried with
+// the same key.
 func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outcome {
 	key := c.Key.String()
 	body, err := encodeBody(c)
@@ -97,7 +100,14 @@ func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outc
 		if got := resp.Header.Get("Idempotency-Key"); got != "" && got != key {
 			return outcome{status: action.StatusDead, err: fmt.Sprintf("%s for another Idempotency-Key (%q)", detail, got)}
 		}
-		return outcome{status: action.StatusSent}
+		// draft-ietf-httpapi-idempotency-key-header, section 2.6: 409 while
+		// the original request is being processed; Stripe's
+		// idempotency_key_in_use. That request may still fail, and then
+		// only a later attempt produces the receipt.
+		return outcome{status: action.StatusAmbiguous, err: detail + " (a request with this key is still in progress; retried with the same key)",
+			retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	case code == http.StatusUnprocessableEntity:
+		return outcome{status: action.StatusDead, err: detail + " (the server holds this key with another body)"}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return outcome{status: action.StatusFailed, err: detail, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	case code >= 300 && code < 400:
