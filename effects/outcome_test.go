@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookyard/hookyard/effects"
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/internal/receiptsim"
 	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/dbtest"
 )
@@ -42,20 +43,19 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 	for inv := range cases {
 		paid(t, s.Pool, inv, "sub_1")
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		c := cases[key[strings.Index(key, "in_"):strings.LastIndex(key, ":")]]
+	srv := httptest.NewServer(receiptsim.New(func(_ context.Context, r receiptsim.Request, h http.Header) int {
+		c := cases[r.Key[strings.Index(r.Key, "in_"):strings.LastIndex(r.Key, ":")]]
 		switch c.header {
 		case "same":
-			w.Header().Set("Idempotency-Key", key)
+			h.Set("Idempotency-Key", r.Key)
 		case "":
 		default:
-			w.Header().Set("Idempotency-Key", c.header)
+			h.Set("Idempotency-Key", c.header)
 		}
 		if c.code == 302 {
-			w.Header().Set("Location", "/elsewhere")
+			h.Set("Location", "/elsewhere")
 		}
-		w.WriteHeader(c.code)
+		return c.code
 	}))
 	t.Cleanup(srv.Close)
 	snd := newSender(t, s.Pool, srv.URL, func(c *effects.Config) { c.BatchSize = 100; c.BackoffBase, c.BackoffMax = time.Hour, time.Hour })
@@ -112,7 +112,7 @@ func TestUnreachableReceiptServerRetriesThenDiesAndReplaySendsTheSameKey(t *test
 	require.Equal(t, k.String(), dead[0].IdempotencyKey)
 
 	rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
-	snd = newSender(t, s.Pool, rcv.srv.URL, nil)
+	snd = newSender(t, s.Pool, rcv.url, nil)
 	require.NoError(t, action.ReplayDead(context.Background(), s.Pool, k))
 	sendUntil(t, snd, s.Pool, k, action.StatusSent)
 	require.Equal(t, map[string]int{k.String(): 1}, rcv.keys())

@@ -39,7 +39,7 @@ func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 	require.Equal(t, "canceled", pr.Status)
 
 	rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
-	snd := newSender(t, p.Pool, rcv.srv.URL, nil)
+	snd := newSender(t, p.Pool, rcv.url, nil)
 	k := action.Key{Provider: "stripe", SourceAccount: pipelinetest.StripeAccount, Environment: "test", SubjectID: "in_rcpt", Kind: action.KindReceipt}
 	sendUntil(t, snd, p.Pool, k, action.StatusSent)
 	reqs := rcv.requests()
