@@ -143,3 +143,31 @@ func TestNoReceiptURLLeavesReceiptsPending(t *testing.T) {
 	require.Equal(t, action.StatusPending, a.Status)
 	require.Zero(t, a.Attempts)
 }
+
+// A replay gives an action a fresh budget and a fresh backoff: its first
+// failure after the replay waits about BackoffBase, not the delay its
+// pre-replay attempt count would give (here the one-hour cap). Fails if
+// the backoff counts the attempts before the replay, which leaves a
+// replayed receipt an hour behind after one more failure.
+func TestReplayedReceiptIsRetriedAfterTheBaseDelayNotItsOldBackoff(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	k := paid(t, s.Pool, "in_replayed", "sub_1")
+	// Twelve attempts used up before the replay.
+	_, err := s.Pool.Exec(context.Background(), `UPDATE action SET status = 'dead', attempts = 12, done_at = now(),
+    last_error = 'attempt 12: HTTP 503' WHERE subject_id = 'in_replayed'`)
+	require.NoError(t, err)
+	require.NoError(t, action.ReplayDead(context.Background(), s.Pool, k))
+
+	rcv := newReceiver(t, func(string, int) int { return http.StatusServiceUnavailable })
+	snd := newSender(t, s.Pool, rcv.url, func(c *effects.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Hour })
+	n, err := snd.SendDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a replayed action is due at once")
+	a := show(t, s.Pool, k)
+	require.Equal(t, action.StatusFailed, a.Status)
+	require.Equal(t, 13, a.Attempts, "attempts keep counting across the replay")
+	require.NotNil(t, a.NextAttemptAt)
+	require.Less(t, time.Until(*a.NextAttemptAt), 2*time.Minute, "the first retry after a replay waits the base delay")
+	require.Equal(t, "13", rcv.sim.Requests()[0].Attempt)
+}
