@@ -18,12 +18,14 @@
 // (action.Settle) only while the lease is held.
 //
 // Every attempt of an action carries the same Idempotency-Key, its stable
-// key (see action.Key.String). After a definite success the action is sent
-// and is never claimed again. If a sender dies between the receiving
-// server's 2xx and the status write, the lease expires and the next attempt
-// repeats the request with that key: the receiving server must treat a
-// repeated key as the same receipt (and may answer 409, which counts as
-// success).
+// key (see action.Key.String), and the same body bytes (invariant 12), as
+// draft-ietf-httpapi-idempotency-key-header asks of a client. After a 2xx
+// the action is sent and is never claimed again. If a sender dies between
+// the receiving server's 2xx and the status write, the lease expires and
+// the next attempt repeats the request with that key: a standard server
+// replays its stored 2xx. A 409 (the key's first request still in
+// progress) is not a success: that request may yet fail, so the action is
+// ambiguous and retried with the same key.
 //
 // This package must never open a transaction around an HTTP call, never
 // hold SQL of its own, and never decide an action from the current

@@ -12,16 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/internal/receiptsim"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/action"
 )
 
-// The receiving server's answer decides the outcome: any 2xx and a 409 for
-// the same key are sent; 408, 429 and 5xx are failed and retried; any other
-// 4xx, a redirect, or a 409 naming another key is dead (kept for an
-// operator). Fails if a permanent refusal is retried forever, or if a
-// retryable answer kills the receipt.
+// The receiving server's answer decides the outcome: only a 2xx is sent; a
+// 409 for the same key (in progress) is ambiguous and retried with that
+// key; 408, 429 and 5xx are failed and retried; 422, any other 4xx, a
+// redirect, or a 409 naming another key is dead (kept for an operator).
+// Fails if a permanent refusal is retried forever, if a retryable answer
+// kills the receipt, or if "in progress" is taken for sent.
 func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
@@ -31,7 +33,7 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 		want   string
 	}{
 		"in_200": {200, "", action.StatusSent}, "in_201": {201, "", action.StatusSent}, "in_204": {204, "", action.StatusSent},
-		"in_409": {409, "", action.StatusSent}, "in_409same": {409, "same", action.StatusSent},
+		"in_409": {409, "", action.StatusAmbiguous}, "in_409same": {409, "same", action.StatusAmbiguous},
 		"in_409other": {409, "hookyard:other", action.StatusDead},
 		"in_400":      {400, "", action.StatusDead}, "in_401": {401, "", action.StatusDead}, "in_404": {404, "", action.StatusDead},
 		"in_422": {422, "", action.StatusDead}, "in_302": {302, "", action.StatusDead},
@@ -41,20 +43,19 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 	for inv := range cases {
 		paid(t, s.Pool, inv, "sub_1")
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		c := cases[key[strings.Index(key, "in_"):strings.LastIndex(key, ":")]]
+	srv := httptest.NewServer(receiptsim.New(func(_ context.Context, r receiptsim.Request, h http.Header) int {
+		c := cases[r.Key[strings.Index(r.Key, "in_"):strings.LastIndex(r.Key, ":")]]
 		switch c.header {
 		case "same":
-			w.Header().Set("Idempotency-Key", key)
+			h.Set("Idempotency-Key", r.Key)
 		case "":
 		default:
-			w.Header().Set("Idempotency-Key", c.header)
+			h.Set("Idempotency-Key", c.header)
 		}
 		if c.code == 302 {
-			w.Header().Set("Location", "/elsewhere")
+			h.Set("Location", "/elsewhere")
 		}
-		w.WriteHeader(c.code)
+		return c.code
 	}))
 	t.Cleanup(srv.Close)
 	snd := newSender(t, s.Pool, srv.URL, func(c *effects.Config) { c.BatchSize = 100; c.BackoffBase, c.BackoffMax = time.Hour, time.Hour })
@@ -68,7 +69,7 @@ func TestReceiptAnswersDecideSentRetriedOrDead(t *testing.T) {
 		switch c.want {
 		case action.StatusSent:
 			require.Empty(t, a.LastError)
-		case action.StatusFailed:
+		case action.StatusFailed, action.StatusAmbiguous:
 			require.Contains(t, a.LastError, "HTTP ")
 			require.NotNil(t, a.NextAttemptAt)
 			require.Greater(t, time.Until(*a.NextAttemptAt), 20*time.Minute, "retry after the backoff")
@@ -111,7 +112,7 @@ func TestUnreachableReceiptServerRetriesThenDiesAndReplaySendsTheSameKey(t *test
 	require.Equal(t, k.String(), dead[0].IdempotencyKey)
 
 	rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
-	snd = newSender(t, s.Pool, rcv.srv.URL, nil)
+	snd = newSender(t, s.Pool, rcv.url, nil)
 	require.NoError(t, action.ReplayDead(context.Background(), s.Pool, k))
 	sendUntil(t, snd, s.Pool, k, action.StatusSent)
 	require.Equal(t, map[string]int{k.String(): 1}, rcv.keys())
@@ -141,4 +142,32 @@ func TestNoReceiptURLLeavesReceiptsPending(t *testing.T) {
 	a := show(t, s.Pool, k)
 	require.Equal(t, action.StatusPending, a.Status)
 	require.Zero(t, a.Attempts)
+}
+
+// A replay gives an action a fresh budget and a fresh backoff: its first
+// failure after the replay waits about BackoffBase, not the delay its
+// pre-replay attempt count would give (here the one-hour cap). Fails if
+// the backoff counts the attempts before the replay, which leaves a
+// replayed receipt an hour behind after one more failure.
+func TestReplayedReceiptIsRetriedAfterTheBaseDelayNotItsOldBackoff(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	k := paid(t, s.Pool, "in_replayed", "sub_1")
+	// Twelve attempts used up before the replay.
+	_, err := s.Pool.Exec(context.Background(), `UPDATE action SET status = 'dead', attempts = 12, done_at = now(),
+    last_error = 'attempt 12: HTTP 503' WHERE subject_id = 'in_replayed'`)
+	require.NoError(t, err)
+	require.NoError(t, action.ReplayDead(context.Background(), s.Pool, k))
+
+	rcv := newReceiver(t, func(string, int) int { return http.StatusServiceUnavailable })
+	snd := newSender(t, s.Pool, rcv.url, func(c *effects.Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Hour })
+	n, err := snd.SendDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a replayed action is due at once")
+	a := show(t, s.Pool, k)
+	require.Equal(t, action.StatusFailed, a.Status)
+	require.Equal(t, 13, a.Attempts, "attempts keep counting across the replay")
+	require.NotNil(t, a.NextAttemptAt)
+	require.Less(t, time.Until(*a.NextAttemptAt), 2*time.Minute, "the first retry after a replay waits the base delay")
+	require.Equal(t, "13", rcv.sim.Requests()[0].Attempt)
 }

@@ -39,7 +39,7 @@ func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 	require.Equal(t, "canceled", pr.Status)
 
 	rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
-	snd := newSender(t, p.Pool, rcv.srv.URL, nil)
+	snd := newSender(t, p.Pool, rcv.url, nil)
 	k := action.Key{Provider: "stripe", SourceAccount: pipelinetest.StripeAccount, Environment: "test", SubjectID: "in_rcpt", Kind: action.KindReceipt}
 	sendUntil(t, snd, p.Pool, k, action.StatusSent)
 	reqs := rcv.requests()
@@ -47,7 +47,7 @@ func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 	require.Equal(t, "hookyard:stripe:acct_test:test:in_rcpt:receipt", reqs[0].key)
 	b := reqs[0].body
 	require.Equal(t, reqs[0].key, b.ActionKey)
-	require.Equal(t, 1, b.Attempt)
+	require.Equal(t, 1, reqs[0].attempt)
 	require.Equal(t, "invoice_paid", b.Fact.Type)
 	require.Equal(t, "in_rcpt", b.Fact.ID)
 	require.Equal(t, "sub_rcpt", b.Fact.ResourceID)

@@ -16,15 +16,30 @@ import (
 	"github.com/hookyard/hookyard/pkg/fact"
 )
 
-// Body is the JSON document an effect POSTs.
+// Body is the JSON document an effect POSTs. Every attempt of an action
+// POSTs the same bytes (see encodeBody): a standard idempotent server
+// answers a key reused with another body 422, never with the stored answer.
 type Body struct {
 	// ActionKey is the stable key, also sent as Idempotency-Key.
-	ActionKey string `json:"action_key"`
-	Kind      string `json:"kind"`
-	// Attempt is 1 for the first attempt; a repeat carries the same
-	// ActionKey with a higher Attempt.
-	Attempt int       `json:"attempt"`
-	Fact    fact.Fact `json:"fact"`
+	ActionKey string    `json:"action_key"`
+	Kind      string    `json:"kind"`
+	Fact      fact.Fact `json:"fact"`
+}
+
+// AttemptHeader carries the attempt's number (1 for the first, counting
+// replays); it is the one part of a request that changes between attempts,
+// so it stays out of the body.
+const AttemptHeader = "Hookyard-Attempt"
+
+// encodeBody builds c's body from what is stored for it, the action's key
+// and its fact, and nothing of the attempt: the same action always encodes
+// to the same bytes (struct fields in declaration order, the fact's data as
+// Postgres stores it, recorded_at in UTC so that senders in other time zones
+// agree).
+func encodeBody(c action.Claimed) ([]byte, error) {
+	f := *c.Fact
+	f.RecordedAt = f.RecordedAt.UTC()
+	return json.Marshal(Body{ActionKey: c.Key.String(), Kind: c.Key.Kind, Fact: f})
 }
 
 // outcome is what one attempt came to.
@@ -42,15 +57,18 @@ type outcome struct {
 const maxDrain = 64 << 10
 
 // post makes one attempt: the action's body POSTed with its stable key as
-// Idempotency-Key. Any 2xx is sent; 409 is sent too (the server already has
-// this key), unless it names another key; 408, 429 and 5xx are failed and
-// retried; any other answer (4xx, or a redirect: a misconfigured URL) is
-// dead. A transport error is ambiguous once the request may have reached the
-// server (its headers were written), else failed: either way it is retried
-// with the same key.
+// Idempotency-Key. Only a 2xx is sent (a server's stored answer replayed
+// for a completed key included). A 409 is ambiguous: it says the request
+// with this key is still in progress, not how it ends, so it is retried
+// with the same key (dead only if it names another key). 408, 429 and 5xx
+// are failed and retried; 422 (the key reused with another body) and any
+// other answer (4xx, or a redirect: a misconfigured URL) are dead. A
+// transport error is ambiguous once the request may have reached the server
+// (its headers were written), else failed: either way it is retried with
+// the same key.
 func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outcome {
 	key := c.Key.String()
-	body, err := json.Marshal(Body{ActionKey: key, Kind: c.Key.Kind, Attempt: c.Attempts, Fact: *c.Fact})
+	body, err := encodeBody(c)
 	if err != nil {
 		return outcome{status: action.StatusDead, err: fmt.Sprintf("encode body: %v", err)}
 	}
@@ -62,6 +80,7 @@ func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outc
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set(AttemptHeader, strconv.Itoa(c.Attempts))
 	req.Header.Set("User-Agent", "hookyard-effects")
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -81,7 +100,14 @@ func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outc
 		if got := resp.Header.Get("Idempotency-Key"); got != "" && got != key {
 			return outcome{status: action.StatusDead, err: fmt.Sprintf("%s for another Idempotency-Key (%q)", detail, got)}
 		}
-		return outcome{status: action.StatusSent}
+		// draft-ietf-httpapi-idempotency-key-header, section 2.6: 409 while
+		// the original request is being processed; Stripe's
+		// idempotency_key_in_use. That request may still fail, and then
+		// only a later attempt produces the receipt.
+		return outcome{status: action.StatusAmbiguous, err: detail + " (a request with this key is still in progress; retried with the same key)",
+			retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	case code == http.StatusUnprocessableEntity:
+		return outcome{status: action.StatusDead, err: detail + " (the server holds this key with another body)"}
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return outcome{status: action.StatusFailed, err: detail, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 	case code >= 300 && code < 400:

@@ -293,7 +293,9 @@ func (s *Sender) settle(ctx context.Context, c action.Claimed, o outcome) (strin
 	defer cancel()
 	var retryIn time.Duration
 	if o.status == action.StatusFailed || o.status == action.StatusAmbiguous {
-		retryIn = s.backoff(c.Attempts, o.retryAfter)
+		// Counted from the last replay: a replayed action starts again
+		// from BackoffBase, not from where its exhausted budget left it.
+		retryIn = s.backoff(c.SinceReplay, o.retryAfter)
 	}
 	return action.Settle(ctx, s.pool, c, action.Outcome{Status: o.status, Error: o.err, RetryIn: retryIn}, s.cfg.MaxAttempts)
 }

@@ -245,14 +245,14 @@ WHERE kind = 'receipt' AND status = 'sent' AND done_at IS NOT NULL`); err == nil
 		rows.Close()
 	}
 	recordedSent = len(sentAt)
-	sent, resent, after := s.receipts.counts(sentAt)
+	sent, resent, after, produced := receiptCounts(s.receipts, sentAt)
 	rep.ReceiptsSent, rep.ReceiptsRepeated = sent, after
 	row = Row{Invariant: "no receipt sent twice after a definite success", Violations: after}
 	_ = s.pool.QueryRow(ctx, `SELECT count(*) FROM action WHERE kind = 'receipt'`).Scan(&actions)
 	rep.ReceiptActions = actions
-	row.Checked = fmt.Sprintf("%d receipt actions, %d recorded sent, %d keys received (%d more than once, same key: a sender killed before recording success)",
-		actions, recordedSent, sent, resent)
-	if sent != actions || recordedSent != actions {
+	row.Checked = fmt.Sprintf("%d receipt actions, %d recorded sent, %d keys received (%d more than once, same key: a sender killed before recording success), %d produced",
+		actions, recordedSent, sent, resent, produced)
+	if sent != actions || recordedSent != actions || produced != actions {
 		// Every paid invoice's receipt must be sent and recorded by quiesce.
 		row.Violations++
 		row.Checked += "; not every receipt was sent and recorded"

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/hookyard/hookyard/internal/receiptsim"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
@@ -57,7 +58,7 @@ type system struct {
 	stripeSecret, cbUser, cbPass, opsToken string
 	receiverURL, opsURL                    string
 
-	receipts   *receiptSink
+	receipts   *receiptsim.Server
 	receiptSrv *http.Server
 	receiptURL string
 
@@ -164,10 +165,12 @@ func (s *system) startSimulator() error {
 	s.simServer = &http.Server{Handler: s.sim, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.simServer.Serve(ln) }()
 
-	s.receipts = newReceiptSink()
+	// A standard idempotent server (409 in progress, stored 2xx replayed,
+	// 422 for another body): a sender that leans on a lenient one shows.
+	s.receipts = receiptsim.New(nil)
 	rln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("chaos: receipt sink: %w", err)
+		return fmt.Errorf("chaos: receipt server: %w", err)
 	}
 	s.receiptURL = "http://" + rln.Addr().String() + "/receipts"
 	s.receiptSrv = &http.Server{Handler: s.receipts, ReadHeaderTimeout: 10 * time.Second}
@@ -343,34 +346,19 @@ func tail(path string, n int64) string {
 	return string(b)
 }
 
-// receiptSink stands in for RECEIPT_WEBHOOK_URL: it answers 200 and keeps
-// when each Idempotency-Key arrived. A key may legitimately arrive twice (a
-// sender killed between the 2xx and its status write sends again, same key);
-// one arriving after hookyard recorded the action sent is a violation.
-type receiptSink struct {
-	mu   sync.Mutex
-	seen map[string][]time.Time
-}
-
-func newReceiptSink() *receiptSink { return &receiptSink{seen: map[string][]time.Time{}} }
-
-func (r *receiptSink) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
-	at := time.Now()
-	r.mu.Lock()
-	k := req.Header.Get("Idempotency-Key")
-	r.seen[k] = append(r.seen[k], at)
-	r.mu.Unlock()
-	w.WriteHeader(http.StatusOK)
-}
-
-// counts says how many distinct keys arrived, how many arrived more than
-// once, and how many arrived again after sentAt[key] (when hookyard
-// recorded the definite success).
-func (r *receiptSink) counts(sentAt map[string]time.Time) (total, resent, afterSuccess int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k, times := range r.seen {
+// receiptCounts reads what the receipt server (in for RECEIPT_WEBHOOK_URL)
+// saw: how many distinct keys arrived, how many arrived more than once, how
+// many arrived again after sentAt[key] (when hookyard recorded the definite
+// success), and how many receipts it produced. A key may legitimately
+// arrive twice (a sender killed between the 2xx and its status write sends
+// again, same key, and gets the stored answer); one arriving after hookyard
+// recorded the action sent is a violation.
+func receiptCounts(sim *receiptsim.Server, sentAt map[string]time.Time) (total, resent, afterSuccess, produced int) {
+	seen := map[string][]time.Time{}
+	for _, r := range sim.Requests() {
+		seen[r.Key] = append(seen[r.Key], r.At)
+	}
+	for k, times := range seen {
 		total++
 		if len(times) > 1 {
 			resent++
@@ -384,5 +372,5 @@ func (r *receiptSink) counts(sentAt map[string]time.Time) (total, resent, afterS
 			}
 		}
 	}
-	return total, resent, afterSuccess
+	return total, resent, afterSuccess, len(sim.Completed())
 }

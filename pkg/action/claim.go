@@ -19,7 +19,11 @@ type Claimed struct {
 	Status string
 	// Attempts is this attempt's number and the claim's token.
 	Attempts int
-	EventID  string
+	// SinceReplay is this attempt's number since the action's last replay
+	// (Attempts when it was never replayed): what its backoff counts, so
+	// that a replayed action is retried promptly.
+	SinceReplay int
+	EventID     string
 	// Interrupted: the previous sender's lease expired mid-attempt.
 	Interrupted bool
 	// Fact is the fact the action is about; nil when none is recorded.
@@ -77,10 +81,12 @@ WITH due AS (
     FROM due d
     WHERE a.provider = d.provider AND a.source_account = d.source_account AND a.environment = d.environment
       AND a.subject_id = d.subject_id AND a.kind = d.kind
-    RETURNING a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status, a.attempts, a.event_id,
+    RETURNING a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status, a.attempts,
+              a.attempts - a.attempts_at_replay AS since_replay, a.event_id,
               d.status = 'sending' AS interrupted, coalesce(a.trace_parent, '') AS trace_parent
 )
-SELECT c.provider, c.source_account, c.environment, c.subject_id, c.kind, c.status, c.attempts, c.event_id, c.interrupted, c.trace_parent,
+SELECT c.provider, c.source_account, c.environment, c.subject_id, c.kind, c.status, c.attempts, c.since_replay, c.event_id,
+       c.interrupted, c.trace_parent,
        f.fact_type, f.resource_type, f.resource_id, f.event_id, f.recorded_at, f.data
 FROM claimed c
 -- a receipt is about the invoice_paid fact of its invoice (factTypes)
@@ -100,7 +106,7 @@ func Claim(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Le
 		var recorded *time.Time
 		var data []byte
 		err := row.Scan(&c.Key.Provider, &c.Key.SourceAccount, &c.Key.Environment, &c.Key.SubjectID, &c.Key.Kind,
-			&c.Status, &c.Attempts, &c.EventID, &c.Interrupted, &c.TraceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
+			&c.Status, &c.Attempts, &c.SinceReplay, &c.EventID, &c.Interrupted, &c.TraceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
 		if err == nil && factType != nil {
 			c.Fact = &fact.Fact{Provider: c.Key.Provider, SourceAccount: c.Key.SourceAccount, Environment: c.Key.Environment,
 				Type: *factType, ID: c.Key.SubjectID, ResourceType: *resType, ResourceID: *resID, EventID: *factEvent,

@@ -6,10 +6,10 @@
 //
 // # State machine
 //
-//	pending ──claim──▶ sending ──2xx, or 409 for the same key──▶ sent
+//	pending ──claim──▶ sending ──2xx (a replayed stored 2xx too)──▶ sent
 //	                      │ ├──5xx, 408, 429, refused connection──▶ failed ──due──▶ sending
-//	                      │ ├──timeout, cut connection after the request left──▶ ambiguous ──due──▶ sending
-//	                      │ └──other 4xx, a 3xx, no fact, or attempts exhausted──▶ dead ──replay──▶ pending
+//	                      │ ├──timeout, cut connection after the request left, 409 in progress──▶ ambiguous ──due──▶ sending
+//	                      │ └──422, other 4xx, a 3xx, no fact, or attempts exhausted──▶ dead ──replay──▶ pending
 //	                      └──lease expired (sender killed)──▶ claimed again: sending
 //
 // A claim is one statement: it picks due actions (pending, failed, ambiguous,

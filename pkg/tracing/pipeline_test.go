@@ -8,7 +8,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookyard/hookyard/effects"
+	"github.com/hookyard/hookyard/internal/receiptsim"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
@@ -234,11 +234,11 @@ func TestEffectSendContinuesTheWebhooksTraceAndRetriesLinkToIt(t *testing.T) {
 	p.WaitIdle()
 	event := spanOf(t, "processor event", evID, "webhook")
 
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if calls.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
+	srv := httptest.NewServer(receiptsim.New(func(_ context.Context, r receiptsim.Request, _ http.Header) int {
+		if r.N == 1 {
+			return http.StatusServiceUnavailable
 		}
+		return http.StatusOK
 	}))
 	t.Cleanup(srv.Close)
 	snd, err := effects.New(p.Pool, p.Log, effects.Config{ReceiptURL: srv.URL, BackoffBase: 10 * time.Millisecond,

@@ -45,7 +45,10 @@ const (
 // ErrNotFound: no job with that id.
 var ErrNotFound = errors.New("job not found")
 
-// ErrUnknownKind: no step function is registered for the job's kind.
+// ErrUnknownKind: no step function is registered for the job's kind. A
+// runner meets one when it takes over a job that a runner of another
+// version started (a rollout); the job fails with it rather than wait for a
+// runner that may never come.
 var ErrUnknownKind = errors.New("unknown job kind")
 
 // Step does one bounded piece of a job. It gets the job's parameters and the
@@ -157,7 +160,12 @@ RETURNING `+columns, kind, raw, r.id, r.cfg.Lease.Seconds()))
 
 // step runs one step of j and records it, moving j's cursor.
 func (r *Runner) step(ctx context.Context, j *Job, progress map[string]int64) (bool, error) {
-	next, did, done, err := r.cfg.Steps[j.Kind](ctx, j.Params, j.Cursor)
+	fn, ok := r.cfg.Steps[j.Kind]
+	if !ok {
+		return false, fmt.Errorf("run job %d: %w %q: this runner's version cannot run it; start it again from a version that knows it",
+			j.ID, ErrUnknownKind, j.Kind)
+	}
+	next, did, done, err := fn(ctx, j.Params, j.Cursor)
 	if err != nil {
 		return false, err
 	}

@@ -105,3 +105,36 @@ func TestJobWhoseRunnerDiedIsResumedFromItsCursor(t *testing.T) {
 	require.Equal(t, int64(3), callsB.Load(), "the new runner did only the steps left")
 	close(block)
 }
+
+// A runner that takes over a job of a kind it does not know (a job started
+// by another version during a rollout) fails the job with an error naming
+// the kind, and keeps running. Fails if the takeover calls a step that is
+// not there, which panics and takes the whole process down.
+func TestJobOfAKindTheRunnerDoesNotKnowFailsWithAClearError(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	var id int64
+	require.NoError(t, s.Pool.QueryRow(context.Background(), `
+INSERT INTO ops_job (kind, params, runner, lease_until)
+VALUES ('reindex_v9', '{}', 'a runner of another version, gone', now() - interval '1 minute')
+RETURNING id`).Scan(&id))
+
+	var calls atomic.Int64
+	r := job.New(s.Pool, slog.New(slog.DiscardHandler), job.Config{Resume: 20 * time.Millisecond,
+		Steps: map[string]job.Step{"count": counter(2, &calls, nil)}})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	j := waitStatus(t, r, id, job.StatusFailed)
+	require.NotNil(t, j.Error)
+	require.Contains(t, *j.Error, `"reindex_v9"`)
+	require.Contains(t, *j.Error, job.ErrUnknownKind.Error())
+	require.NotNil(t, j.FinishedAt)
+
+	// The runner still works the kinds it knows.
+	k, err := r.Start(t.Context(), "count", nil)
+	require.NoError(t, err)
+	waitStatus(t, r, k.ID, job.StatusDone)
+	stop()
+	require.NoError(t, <-done)
+}
