@@ -201,11 +201,11 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 	return out
 }
 
-// mark is an event's inbox mark and, for a hint that died, the resource
-// whose projection is marked needs_reconcile.
+// mark is an event's inbox mark and, for a hint that died, the parking of
+// its resource's projection (needs_reconcile).
 type mark struct {
 	inbox.Mark
-	reconcile *message.Resource
+	reconcile *projection.Parking
 }
 
 func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*fetchResult) error {
@@ -408,8 +408,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 				// The provider's state never arrived: the projection may be
 				// wrong (a cancellation not applied). The reconciler checks
 				// every projection marked so.
-				res := m.Resource
-				mk.reconcile = &res
+				mk.reconcile = &projection.Parking{Resource: m.Resource, Reason: deadReason(m.EventID, msg)}
 			}
 			w.p.log.Warn("event dead", slog.String("event_id", m.EventID), slog.String("key", m.Resource.Key()),
 				slog.Int("attempts", mk.Attempts), slog.Time("failing_since", first), slog.String("error", msg))
@@ -440,7 +439,7 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 		return
 	}
 	ms := make([]inbox.Mark, 0, len(marks))
-	var reconcile []message.Resource
+	var reconcile []projection.Parking
 	for _, mk := range marks {
 		ms = append(ms, mk.Mark)
 		if mk.reconcile != nil {
@@ -449,4 +448,10 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 	}
 	inbox.QueueMarks(b, ms)
 	projection.QueueNeedsReconcile(b, reconcile)
+}
+
+// deadReason is the needs_reconcile reason of a projection whose event
+// died with msg.
+func deadReason(eventID, msg string) string {
+	return "event " + eventID + " dead: " + msg
 }

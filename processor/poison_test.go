@@ -2,6 +2,8 @@ package processor_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"testing"
@@ -50,4 +52,78 @@ func TestPoisonedEventDoesNotBlockItsPartition(t *testing.T) {
 		require.True(t, ok, sub)
 		require.Equal(t, "active", pr.Status, sub)
 	}
+}
+
+// An invoice id is whatever the provider's body says: an id too long for the
+// fact's primary-key index (Postgres refuses a btree row over about 2.7 kB
+// with 54000) would fail every retry of its batch and hold back every later
+// event of the partition. A payload identity is bounded like the event and
+// resource ids at intake, so the event is dead as malformed and the
+// partition moves on.
+func TestOverlongInvoiceIDIsDeadAsMalformedAndItsPartitionMovesOn(t *testing.T) {
+	t.Parallel()
+	cb := provider.Endpoint{ID: "cb-longid", Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Secrets: []string{"u:p"}}
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true, Endpoints: []provider.Endpoint{cb}})
+	ctx := context.Background()
+	post := func(body string) {
+		h := http.Header{}
+		h.Set("Authorization", chargebee.BasicAuth("u", "p"))
+		code, resp := p.PostSigned(cb.ID, []byte(body), h)
+		require.Equal(t, http.StatusOK, code, resp)
+	}
+	// Random hex does not compress, so the index row really is too large.
+	raw := make([]byte, 2000)
+	_, _ = rand.Read(raw)
+	longID := hex.EncodeToString(raw)
+	post(fmt.Sprintf(`{"id":"ev_long","event_type":"payment_succeeded","content":{"invoice":{"id":%q,"status":"paid"},"subscription":{"id":"sub_l","status":"active","resource_version":1}}}`, longID))
+	post(`{"id":"ev_next","event_type":"subscription_changed","content":{"subscription":{"id":"sub_n","status":"active","resource_version":1}}}`)
+	p.Eventually(func() bool {
+		var n int
+		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
+	}, "relay published every event")
+
+	_, _ = p.StartProcessor("longid", nil)
+	p.WaitIdle()
+
+	var status, lastErr string
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT status, coalesce(last_error, '') FROM webhook_inbox WHERE event_id = 'ev_long'`).Scan(&status, &lastErr))
+	require.Equal(t, "dead", status)
+	require.Contains(t, lastErr, provider.ErrMalformed.Error())
+	require.Contains(t, lastErr, "fact id")
+	pr, ok := p.Projection(message.Resource{Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Type: "subscription", ID: "sub_n"})
+	require.True(t, ok)
+	require.Equal(t, "active", pr.Status)
+}
+
+// A poisoned event's change never landed, so the projection it was about may
+// be behind the provider: it is parked with the reason, for the reconciler
+// to check.
+func TestPoisonedEventParksItsProjectionWithTheReason(t *testing.T) {
+	t.Parallel()
+	cb := provider.Endpoint{ID: "cb-park", Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Secrets: []string{"u:p"}}
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true, Endpoints: []provider.Endpoint{cb}})
+	ctx := context.Background()
+	post := func(id string, version int, status string) {
+		body := fmt.Sprintf(`{"id":%q,"event_type":"subscription_changed","content":{"subscription":{"id":"sub_k","status":"%s","resource_version":%d}}}`,
+			id, status, version)
+		h := http.Header{}
+		h.Set("Authorization", chargebee.BasicAuth("u", "p"))
+		code, resp := p.PostSigned(cb.ID, []byte(body), h)
+		require.Equal(t, http.StatusOK, code, resp)
+	}
+	post("ev_k1", 1, "active")
+	post("ev_k2", 2, `bad\u0000status`)
+	p.Eventually(func() bool {
+		var n int
+		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
+	}, "relay published every event")
+
+	_, _ = p.StartProcessor("park", nil)
+	p.WaitIdle()
+
+	pr, ok := p.Projection(message.Resource{Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Type: "subscription", ID: "sub_k"})
+	require.True(t, ok)
+	require.Equal(t, "active", pr.Status)
+	require.True(t, pr.NeedsReconcile)
+	require.Contains(t, pr.NeedsReconcileReason, "rejected by the database")
 }
