@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
@@ -126,4 +127,35 @@ func TestPoisonedEventParksItsProjectionWithTheReason(t *testing.T) {
 	require.Equal(t, "active", pr.Status)
 	require.True(t, pr.NeedsReconcile)
 	require.Contains(t, pr.NeedsReconcileReason, "rejected by the database")
+}
+
+// A hint whose fetched state the database refuses (here a NUL in the
+// subscription's metadata: Stripe's JSON may carry "\u0000", which jsonb
+// refuses with 22P05) is dead with the reason, and because the provider's
+// state never landed, its projection is parked for the reconciler: a dead
+// hint always parks.
+func TestRefusedFetchedWriteEndsTheHintAndParksItsProjection(t *testing.T) {
+	t.Parallel()
+	p := scNew(t, pipelinetest.Options{})
+	r := pipelinetest.Resource("sub_nul")
+	s := scSub(r.ID, "active")
+	p.Sim.Put(s)
+	scSend(t, p, "customer.subscription.created", s)
+	p.WaitIdle()
+	require.Equal(t, "active", scProjection(t, p, r).Status)
+
+	clean := s
+	clean.Status = "past_due"
+	withNUL := clean
+	withNUL.Metadata = map[string]string{"note": "a\x00b"}
+	p.Sim.Put(withNUL)
+	evID := scSend(t, p, "customer.subscription.updated", clean)
+
+	row := scWaitStatus(t, p, scStripeKey(evID), inbox.StatusDead)
+	require.NotNil(t, row.LastError)
+	require.Contains(t, *row.LastError, "rejected by the database")
+	pr := scProjection(t, p, r)
+	require.Equal(t, "active", pr.Status)
+	require.True(t, pr.NeedsReconcile, "a dead hint left its projection unparked")
+	require.Contains(t, pr.NeedsReconcileReason, evID)
 }
