@@ -20,6 +20,10 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
+// writeLockTimeout bounds each wait of a batch's transaction for a row
+// lock; the batch is retried after it.
+const writeLockTimeout = "30s"
+
 // errNoFetcher: the provider has no API client configured.
 var errNoFetcher = errors.New("no fetcher for provider")
 
@@ -220,6 +224,10 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		// thousands the planner would otherwise hash-join whole tables.
 		b.Queue(`SET LOCAL enable_hashjoin = off`)
 		b.Queue(`SET LOCAL enable_mergejoin = off`)
+		// A row lock held by another service's orphaned transaction fails
+		// the batch (55P03, retried) instead of stopping the partition
+		// until TCP keepalive ends the orphan.
+		b.Queue(`SET LOCAL lock_timeout = '` + writeLockTimeout + `'`)
 		fence.QueueCheck(b, w.tok)
 		written := make(map[string]bool)
 		for _, st := range steps {
