@@ -88,10 +88,10 @@ type step struct {
 type fetchResult struct {
 	f   provider.Fetched
 	err error
-	// at is the database clock just before the provider call: the
-	// observation's time, which a later write of an older fetch cannot
+	// start is read from the database just before the provider call: it
+	// orders the observation, which a later write of an older fetch cannot
 	// overwrite.
-	at time.Time
+	start projection.FetchStart
 	// res is what the write did (Fetched, or Stale when the projection
 	// holds a later observation) and the Label of what it found.
 	res projection.Result
@@ -187,11 +187,13 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 			ctx = st.trace.ctx
 		}
 		g.Go(func() error {
-			// The database's clock, not ours: observations of several
-			// processes are compared by it. Read with no transaction open,
-			// before the call, so it is never later than what the provider saw.
-			if err := w.p.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&fr.at); err != nil {
-				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", provider.ErrNotAttempted, err)
+			// Numbered by the database, not by our clock: observations of
+			// several processes are compared by it. Read with no transaction
+			// open, before the call, so it is never later than what the
+			// provider saw.
+			var err error
+			if fr.start, err = projection.StartFetch(ctx, w.p.pool); err != nil {
+				fr.err = fmt.Errorf("%w: %w", provider.ErrNotAttempted, err)
 				return nil
 			}
 			start := time.Now()
@@ -248,7 +250,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
 					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.res)
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.start, &fr.res)
 				}
 			}
 			if st.row != nil {
