@@ -22,34 +22,18 @@ import (
 // partition — goes on. Without the isolation the batch retries forever.
 func TestPoisonedEventDoesNotBlockItsPartition(t *testing.T) {
 	t.Parallel()
-	cb := provider.Endpoint{ID: "cb-poison", Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Secrets: []string{"u:p"}}
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true, Endpoints: []provider.Endpoint{cb}})
+	p := processAll(t, "cb-poison",
+		cbSubEvent("ev_poison", "sub_p", 1, `bad\u0000status`),
+		cbSubEvent("ev_good", "sub_g", 1, "active"),
+		cbSubEvent("ev_after", "sub_p", 2, "active"))
 	ctx := context.Background()
-	post := func(id, sub string, version int, status string) {
-		body := fmt.Sprintf(`{"id":%q,"event_type":"subscription_changed","content":{"subscription":{"id":%q,"status":"%s","resource_version":%d}}}`,
-			id, sub, status, version)
-		h := http.Header{}
-		h.Set("Authorization", chargebee.BasicAuth("u", "p"))
-		code, resp := p.PostSigned(cb.ID, []byte(body), h)
-		require.Equal(t, http.StatusOK, code, resp)
-	}
-	post("ev_poison", "sub_p", 1, `bad\u0000status`)
-	post("ev_good", "sub_g", 1, "active")
-	post("ev_after", "sub_p", 2, "active")
-	p.Eventually(func() bool {
-		var n int
-		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
-	}, "relay published every event")
-
-	_, _ = p.StartProcessor("poison", nil)
-	p.WaitIdle()
 
 	var status, lastErr string
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT status, coalesce(last_error, '') FROM webhook_inbox WHERE event_id = 'ev_poison'`).Scan(&status, &lastErr))
 	require.Equal(t, "dead", status)
 	require.Contains(t, lastErr, "rejected by the database")
 	for _, sub := range []string{"sub_g", "sub_p"} {
-		pr, ok := p.Projection(message.Resource{Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Type: "subscription", ID: sub})
+		pr, ok := p.Projection(cbSub(sub))
 		require.True(t, ok, sub)
 		require.Equal(t, "active", pr.Status, sub)
 	}
@@ -63,35 +47,20 @@ func TestPoisonedEventDoesNotBlockItsPartition(t *testing.T) {
 // partition moves on.
 func TestOverlongInvoiceIDIsDeadAsMalformedAndItsPartitionMovesOn(t *testing.T) {
 	t.Parallel()
-	cb := provider.Endpoint{ID: "cb-longid", Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Secrets: []string{"u:p"}}
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true, Endpoints: []provider.Endpoint{cb}})
-	ctx := context.Background()
-	post := func(body string) {
-		h := http.Header{}
-		h.Set("Authorization", chargebee.BasicAuth("u", "p"))
-		code, resp := p.PostSigned(cb.ID, []byte(body), h)
-		require.Equal(t, http.StatusOK, code, resp)
-	}
 	// Random hex does not compress, so the index row really is too large.
 	raw := make([]byte, 2000)
 	_, _ = rand.Read(raw)
-	longID := hex.EncodeToString(raw)
-	post(fmt.Sprintf(`{"id":"ev_long","event_type":"payment_succeeded","content":{"invoice":{"id":%q,"status":"paid"},"subscription":{"id":"sub_l","status":"active","resource_version":1}}}`, longID))
-	post(`{"id":"ev_next","event_type":"subscription_changed","content":{"subscription":{"id":"sub_n","status":"active","resource_version":1}}}`)
-	p.Eventually(func() bool {
-		var n int
-		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
-	}, "relay published every event")
-
-	_, _ = p.StartProcessor("longid", nil)
-	p.WaitIdle()
+	p := processAll(t, "cb-longid",
+		fmt.Sprintf(`{"id":"ev_long","event_type":"payment_succeeded","content":{"invoice":{"id":%q,"status":"paid"},"subscription":{"id":"sub_l","status":"active","resource_version":1}}}`, hex.EncodeToString(raw)),
+		cbSubEvent("ev_next", "sub_n", 1, "active"))
+	ctx := context.Background()
 
 	var status, lastErr string
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT status, coalesce(last_error, '') FROM webhook_inbox WHERE event_id = 'ev_long'`).Scan(&status, &lastErr))
 	require.Equal(t, "dead", status)
 	require.Contains(t, lastErr, provider.ErrMalformed.Error())
 	require.Contains(t, lastErr, "fact id")
-	pr, ok := p.Projection(message.Resource{Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Type: "subscription", ID: "sub_n"})
+	pr, ok := p.Projection(cbSub("sub_n"))
 	require.True(t, ok)
 	require.Equal(t, "active", pr.Status)
 }
@@ -101,28 +70,11 @@ func TestOverlongInvoiceIDIsDeadAsMalformedAndItsPartitionMovesOn(t *testing.T) 
 // to check.
 func TestPoisonedEventParksItsProjectionWithTheReason(t *testing.T) {
 	t.Parallel()
-	cb := provider.Endpoint{ID: "cb-park", Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Secrets: []string{"u:p"}}
-	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true, Endpoints: []provider.Endpoint{cb}})
-	ctx := context.Background()
-	post := func(id string, version int, status string) {
-		body := fmt.Sprintf(`{"id":%q,"event_type":"subscription_changed","content":{"subscription":{"id":"sub_k","status":"%s","resource_version":%d}}}`,
-			id, status, version)
-		h := http.Header{}
-		h.Set("Authorization", chargebee.BasicAuth("u", "p"))
-		code, resp := p.PostSigned(cb.ID, []byte(body), h)
-		require.Equal(t, http.StatusOK, code, resp)
-	}
-	post("ev_k1", 1, "active")
-	post("ev_k2", 2, `bad\u0000status`)
-	p.Eventually(func() bool {
-		var n int
-		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
-	}, "relay published every event")
+	p := processAll(t, "cb-park",
+		cbSubEvent("ev_k1", "sub_k", 1, "active"),
+		cbSubEvent("ev_k2", "sub_k", 2, `bad\u0000status`))
 
-	_, _ = p.StartProcessor("park", nil)
-	p.WaitIdle()
-
-	pr, ok := p.Projection(message.Resource{Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Type: "subscription", ID: "sub_k"})
+	pr, ok := p.Projection(cbSub("sub_k"))
 	require.True(t, ok)
 	require.Equal(t, "active", pr.Status)
 	require.True(t, pr.NeedsReconcile)
@@ -158,4 +110,38 @@ func TestRefusedFetchedWriteEndsTheHintAndParksItsProjection(t *testing.T) {
 	require.Equal(t, "active", pr.Status)
 	require.True(t, pr.NeedsReconcile, "a dead hint left its projection unparked")
 	require.Contains(t, pr.NeedsReconcileReason, evID)
+}
+
+// processAll posts Chargebee bodies to a one-partition pipeline through an
+// endpoint named id, waits until the relay published them all, so they
+// reach the processor together, then processes them and waits until the
+// pipeline is idle.
+func processAll(t *testing.T, id string, bodies ...string) *pipelinetest.Pipeline {
+	t.Helper()
+	cb := provider.Endpoint{ID: id, Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Secrets: []string{"u:p"}}
+	p := pipelinetest.New(t, pipelinetest.Options{Partitions: 1, NoProcessor: true, Endpoints: []provider.Endpoint{cb}})
+	for _, body := range bodies {
+		h := http.Header{}
+		h.Set("Authorization", chargebee.BasicAuth("u", "p"))
+		code, resp := p.PostSigned(cb.ID, []byte(body), h)
+		require.Equal(t, http.StatusOK, code, resp)
+	}
+	p.Eventually(func() bool {
+		var n int
+		return p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n) == nil && n == 0
+	}, "relay published every event")
+	_, _ = p.StartProcessor(id, nil)
+	p.WaitIdle()
+	return p
+}
+
+// cbSubEvent is a Chargebee subscription_changed event; status is spliced
+// into the JSON as is, so it may hold escapes.
+func cbSubEvent(id, sub string, version int, status string) string {
+	return fmt.Sprintf(`{"id":%q,"event_type":"subscription_changed","content":{"subscription":{"id":%q,"status":"%s","resource_version":%d}}}`,
+		id, sub, status, version)
+}
+
+func cbSub(id string) message.Resource {
+	return message.Resource{Provider: provider.Chargebee, SourceAccount: "site", Environment: "test", Type: "subscription", ID: id}
 }

@@ -27,6 +27,18 @@ func deadHolder(ctx context.Context, t *testing.T, s *dbtest.Schema, check func(
 	require.NoError(t, check(tx))
 }
 
+// takenByFirstOwner is a schema whose one-partition topic's fence was
+// taken once.
+func takenByFirstOwner(t *testing.T) (*dbtest.Schema, fence.Token) {
+	t.Helper()
+	s := dbtest.New(t)
+	ctx := context.Background()
+	require.NoError(t, fence.Register(ctx, s.Pool, topic, 1))
+	tok, err := fence.Take(ctx, s.Pool, topic, 0, 1, "first-owner")
+	require.NoError(t, err)
+	return s, tok
+}
+
 // A processor whose host died mid-transaction leaves its backend idle in
 // transaction, holding the fence's FOR SHARE lock until TCP keepalive gives
 // up (about two hours); the new owner's take would wait that long. Every
@@ -44,11 +56,8 @@ func TestOrphanedFenceHolderDoesNotBlockTheNewOwner(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := dbtest.New(t)
 			ctx := context.Background()
-			require.NoError(t, fence.Register(ctx, s.Pool, topic, 1))
-			old, err := fence.Take(ctx, s.Pool, topic, 0, 1, "dead-host")
-			require.NoError(t, err)
+			s, old := takenByFirstOwner(t)
 			deadHolder(ctx, t, s, func(tx pgx.Tx) error { return check(ctx, tx, old) })
 
 			// A liveness bound far above the orphan's idle limit: without
@@ -56,6 +65,7 @@ func TestOrphanedFenceHolderDoesNotBlockTheNewOwner(t *testing.T) {
 			tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 			var cur fence.Token
+			var err error
 			for {
 				cur, err = fence.Take(tctx, s.Pool, topic, 0, 1, "new-owner")
 				if err == nil || tctx.Err() != nil {
@@ -75,11 +85,8 @@ func TestOrphanedFenceHolderDoesNotBlockTheNewOwner(t *testing.T) {
 // rebalance behind it.
 func TestTakeBehindAHeldLockGivesUpWithErrBusy(t *testing.T) {
 	t.Parallel()
-	s := dbtest.New(t)
 	ctx := context.Background()
-	require.NoError(t, fence.Register(ctx, s.Pool, topic, 1))
-	_, err := fence.Take(ctx, s.Pool, topic, 0, 1, "a")
-	require.NoError(t, err)
+	s, _ := takenByFirstOwner(t)
 	// A live holder that sets no bounds of its own and keeps its lock for
 	// the whole test.
 	deadHolder(ctx, t, s, func(tx pgx.Tx) error {
@@ -88,7 +95,7 @@ func TestTakeBehindAHeldLockGivesUpWithErrBusy(t *testing.T) {
 	})
 	tctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	_, err = fence.Take(tctx, s.Pool, topic, 0, 1, "b")
+	_, err := fence.Take(tctx, s.Pool, topic, 0, 1, "b")
 	require.ErrorIs(t, err, fence.ErrBusy)
 	require.NoError(t, tctx.Err(), "the take waited for its caller's deadline, not its own bound")
 }
