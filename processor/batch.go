@@ -20,6 +20,10 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
+// writeLockTimeout bounds each wait of a batch's transaction for a row
+// lock; the batch is retried after it.
+const writeLockTimeout = "30s"
+
 // errNoFetcher: the provider has no API client configured.
 var errNoFetcher = errors.New("no fetcher for provider")
 
@@ -84,10 +88,10 @@ type step struct {
 type fetchResult struct {
 	f   provider.Fetched
 	err error
-	// at is the database clock just before the provider call: the
-	// observation's time, which a later write of an older fetch cannot
+	// start is read from the database just before the provider call: it
+	// orders the observation, which a later write of an older fetch cannot
 	// overwrite.
-	at time.Time
+	start projection.FetchStart
 	// res is what the write did (Fetched, or Stale when the projection
 	// holds a later observation) and the Label of what it found.
 	res projection.Result
@@ -183,11 +187,13 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 			ctx = st.trace.ctx
 		}
 		g.Go(func() error {
-			// The database's clock, not ours: observations of several
-			// processes are compared by it. Read with no transaction open,
-			// before the call, so it is never later than what the provider saw.
-			if err := w.p.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&fr.at); err != nil {
-				fr.err = fmt.Errorf("%w: read the database clock before fetching: %w", provider.ErrNotAttempted, err)
+			// Numbered by the database, not by our clock: observations of
+			// several processes are compared by it. Read with no transaction
+			// open, before the call, so it is never later than what the
+			// provider saw.
+			var err error
+			if fr.start, err = projection.StartFetch(ctx, w.p.pool); err != nil {
+				fr.err = fmt.Errorf("%w: %w", provider.ErrNotAttempted, err)
 				return nil
 			}
 			start := time.Now()
@@ -201,11 +207,11 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 	return out
 }
 
-// mark is an event's inbox mark and, for a hint that died, the resource
-// whose projection is marked needs_reconcile.
+// mark is an event's inbox mark and, for a hint that died, the parking of
+// its resource's projection (needs_reconcile).
 type mark struct {
 	inbox.Mark
-	reconcile *message.Resource
+	reconcile *projection.Parking
 }
 
 func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*fetchResult) error {
@@ -220,6 +226,10 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		// thousands the planner would otherwise hash-join whole tables.
 		b.Queue(`SET LOCAL enable_hashjoin = off`)
 		b.Queue(`SET LOCAL enable_mergejoin = off`)
+		// A row lock held by another service's orphaned transaction fails
+		// the batch (55P03, retried) instead of stopping the partition
+		// until TCP keepalive ends the orphan.
+		b.Queue(`SET LOCAL lock_timeout = '` + writeLockTimeout + `'`)
 		fence.QueueCheck(b, w.tok)
 		written := make(map[string]bool)
 		for _, st := range steps {
@@ -240,7 +250,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
 					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.at, &fr.res)
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.start, &fr.res)
 				}
 			}
 			if st.row != nil {
@@ -408,8 +418,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 				// The provider's state never arrived: the projection may be
 				// wrong (a cancellation not applied). The reconciler checks
 				// every projection marked so.
-				res := m.Resource
-				mk.reconcile = &res
+				mk.reconcile = &projection.Parking{Resource: m.Resource, Reason: deadReason(m.EventID, msg)}
 			}
 			w.p.log.Warn("event dead", slog.String("event_id", m.EventID), slog.String("key", m.Resource.Key()),
 				slog.Int("attempts", mk.Attempts), slog.Time("failing_since", first), slog.String("error", msg))
@@ -440,7 +449,7 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 		return
 	}
 	ms := make([]inbox.Mark, 0, len(marks))
-	var reconcile []message.Resource
+	var reconcile []projection.Parking
 	for _, mk := range marks {
 		ms = append(ms, mk.Mark)
 		if mk.reconcile != nil {
@@ -449,4 +458,10 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 	}
 	inbox.QueueMarks(b, ms)
 	projection.QueueNeedsReconcile(b, reconcile)
+}
+
+// deadReason is the needs_reconcile reason of a projection whose event
+// died with msg.
+func deadReason(eventID, msg string) string {
+	return "event " + eventID + " dead: " + msg
 }

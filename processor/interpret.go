@@ -8,12 +8,20 @@ import (
 // interpret reads an inbox row into a plan with its provider's
 // Interpreter. Provider, account and environment are the row's, which came
 // from the endpoint. A provider no adapter handles asks for nothing: the
-// event is recorded.
+// event is recorded. Every identity the plan read from the body is checked
+// here, whichever interpreter made it: an unstorable one is malformed.
 func interpret(row *inboxRow, ep *provider.Endpoint) (provider.Plan, error) {
 	in := registry.Interpreter(row.provider)
 	if in == nil {
 		return provider.Plan{}, nil
 	}
-	return in.Interpret(provider.StoredEvent{EventType: row.eventType, ResourceType: row.resourceType,
+	plan, err := in.Interpret(provider.StoredEvent{EventType: row.eventType, ResourceType: row.resourceType,
 		ResourceID: row.resourceID, Version: row.version, Payload: row.payload}, ep)
+	if err != nil {
+		return plan, err
+	}
+	if err := plan.Validate(); err != nil {
+		return provider.Plan{}, err
+	}
+	return plan, nil
 }

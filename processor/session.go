@@ -177,6 +177,12 @@ func (p *Processor) takeFence(ctx context.Context, part int32) (fence.Token, err
 			return tok, err
 		case ctx.Err() != nil:
 			return tok, err
+		case errors.Is(err, fence.ErrBusy):
+			// The take already waited fence.TakeLockTimeout: no pause on
+			// top. The holder is a writer finishing its batch, or an orphan
+			// the server ends within fence.HolderIdleTimeout.
+			p.log.WarnContext(ctx, "take fence: its lock is held; retrying", slog.Int("partition", int(part)), slog.String("error", err.Error()))
+			continue
 		}
 		p.log.WarnContext(ctx, "take fence; retrying", slog.Int("partition", int(part)), slog.String("error", err.Error()))
 		select {

@@ -3,7 +3,9 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/projection"
 )
 
 // worker owns one partition while it is assigned.
@@ -133,15 +136,22 @@ func (w *worker) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// poison reports whether the database rejected an event's data (a data or
-// integrity error), as opposed to being unreachable: retrying the same batch
-// would fail forever.
+// poisonClasses are the SQLSTATE classes of errors an event's own data
+// causes, which every retry of the same batch meets again: 22 data
+// exception (a value the database refuses, e.g. a NUL in jsonb), 23
+// integrity constraint violation, 54 program limit exceeded (e.g. 54000, an
+// index row too large). Everything else (connection, lock timeout,
+// serialization, shutdown) may pass and is retried.
+var poisonClasses = []string{"22", "23", "54"}
+
+// poison reports whether the database rejected an event's data, as opposed
+// to being unreachable or busy: retrying the same batch would fail forever.
 func poison(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return false
 	}
-	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
+	return slices.ContainsFunc(poisonClasses, func(c string) bool { return strings.HasPrefix(pgErr.Code, c) })
 }
 
 // isolate handles a poisoned batch record by record, so one bad event is
@@ -181,16 +191,28 @@ func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) b
 	return true
 }
 
+// markDead keeps rec's event dead with cause and parks the projection it
+// was about, where one exists: its change never landed, so the projection
+// may be behind the provider.
 func (w *worker) markDead(ctx context.Context, rec *kgo.Record, cause error) error {
 	m, err := message.Decode(rec.Value)
 	if err != nil || m.Kind != message.KindEvent {
 		return nil // a check or a foreign record: nothing to keep
 	}
+	reason := "rejected by the database: " + cause.Error()
 	return pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
 		if err := fence.Check(ctx, tx, w.tok); err != nil {
 			return err
 		}
-		return inbox.MarkDead(ctx, tx, inbox.Key{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment, EventID: m.EventID},
-			"rejected by the database: "+cause.Error())
+		if err := inbox.MarkDead(ctx, tx, inbox.Key{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment, EventID: m.EventID},
+			reason); err != nil {
+			return fmt.Errorf("mark event dead: %w", err)
+		}
+		b := &pgx.Batch{}
+		projection.QueueNeedsReconcile(b, []projection.Parking{{Resource: m.Resource, Reason: deadReason(m.EventID, reason)}})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("park the projection of a dead event: %w", err)
+		}
+		return nil
 	})
 }

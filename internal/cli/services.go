@@ -83,12 +83,20 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
+// serviceIdleInTransactionTimeout is the services' pool's
+// idle_in_transaction_session_timeout.
+const serviceIdleInTransactionTimeout = time.Minute
+
 // openDB creates the database when missing, migrates it and opens the pool.
 func openDB(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns int32) (*pgxpool.Pool, error) {
 	if err := db.EnsureDatabase(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, err
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: maxConns})
+	// No service idles inside a transaction on purpose (none holds one
+	// across a network call), so a transaction idle this long is an orphan
+	// of a dead host: the server ends it and frees its locks. The relay's
+	// claims and the fence's holders set their own, shorter bounds.
+	pool, err := db.Open(ctx, cfg.DatabaseURL, db.Options{MaxConns: maxConns, IdleInTransactionTimeout: serviceIdleInTransactionTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,6 +36,17 @@ type Options struct {
 	// ApplicationName names the connections in pg_stat_activity. Defaults to
 	// "hookyard".
 	ApplicationName string
+	// IdleInTransactionTimeout is how long a connection may sit idle inside
+	// a transaction before the server ends its session
+	// (idle_in_transaction_session_timeout). A process whose host dies
+	// mid-transaction sends no FIN: without the bound its backend keeps the
+	// transaction's locks until TCP keepalive gives up, about two hours.
+	// Defaults to the server's (usually none).
+	IdleInTransactionTimeout time.Duration
+	// LockTimeout bounds every wait for a lock (lock_timeout); the
+	// statement fails with 55P03 after it. Defaults to the server's
+	// (usually none).
+	LockTimeout time.Duration
 }
 
 // Open parses url, applies opts and pings the database.
@@ -52,6 +65,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, error) 
 	if opts.SearchPath != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = opts.SearchPath
 	}
+	if opts.IdleInTransactionTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = millis(opts.IdleInTransactionTimeout)
+	}
+	if opts.LockTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = millis(opts.LockTimeout)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
@@ -61,6 +80,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, error) 
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	return pool, nil
+}
+
+// millis is d as a Postgres duration setting (at least 1ms: 0 turns a
+// timeout off).
+func millis(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10) + "ms"
 }
 
 // EnsureDatabase creates the database named in dsn when it does not exist,

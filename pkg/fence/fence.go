@@ -12,9 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,7 +27,35 @@ var (
 	// ErrPartitionCountChanged: the topic's partition count differs from the
 	// one recorded with the generations; run `hookyard fence resize`.
 	ErrPartitionCountChanged = errors.New("topic partition count differs from the fenced count")
+	// ErrBusy: a take waited TakeLockTimeout for a lock another
+	// transaction holds (a writer's fence check, or an orphan whose host
+	// died, until the server ends it); the caller retries.
+	ErrBusy = errors.New("fence take waited too long for a lock")
 )
+
+// HolderIdleTimeout is how long a transaction that took the fence's lock
+// (Check, QueueCheck, Take) may sit idle before Postgres ends its session
+// (idle_in_transaction_session_timeout, set for that transaction only).
+// When a writer's host dies mid-transaction no FIN reaches Postgres, and
+// without this bound its backend would hold the FOR SHARE lock until TCP
+// keepalive gives up (about two hours) while the new owner's Take waits.
+// A writer's transaction never idles on purpose: it sends its statements
+// back to back, with no network call in between.
+const HolderIdleTimeout = 10 * time.Second
+
+// TakeLockTimeout bounds how long Take waits for a lock (lock_timeout, set
+// for its transaction only) before it fails with ErrBusy, so a caller in a
+// rebalance callback is never stuck behind a lock for longer.
+const TakeLockTimeout = 5 * time.Second
+
+// lockNotAvailable is SQLSTATE 55P03, what lock_timeout ends a wait with.
+const lockNotAvailable = "55P03"
+
+// boundSQL bounds the current transaction: how long it may idle while it
+// holds a lock, and how long each statement may wait for one.
+const boundSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('lock_timeout', $2, true)`
+
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
 
 // Token is a writer's claim on a partition.
 type Token struct {
@@ -63,6 +93,9 @@ RETURNING partition_count`, topic, partitions).Scan(&recorded)
 func Take(ctx context.Context, pool *pgxpool.Pool, topic string, partition int32, partitions int, owner string) (Token, error) {
 	tok := Token{Topic: topic, Partition: partition}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, boundSQL, millis(HolderIdleTimeout), millis(TakeLockTimeout)); err != nil {
+			return fmt.Errorf("bound the take's transaction: %w", err)
+		}
 		var recorded int
 		if err := tx.QueryRow(ctx, `SELECT partition_count FROM topic_fence WHERE topic = $1 FOR SHARE`, topic).Scan(&recorded); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -79,6 +112,10 @@ ON CONFLICT (topic, partition) DO UPDATE
 SET generation = partition_fence.generation + 1, owner = EXCLUDED.owner, taken_at = now()
 RETURNING generation`, topic, partition, owner).Scan(&tok.Generation)
 	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
+		return tok, fmt.Errorf("take fence for %s/%d: %w: %w", topic, partition, ErrBusy, err)
+	}
 	if err != nil {
 		return tok, fmt.Errorf("take fence for %s/%d: %w", topic, partition, err)
 	}
@@ -88,8 +125,14 @@ RETURNING generation`, topic, partition, owner).Scan(&tok.Generation)
 // Check fails with ErrFenced when the partition's generation moved past the
 // token's. It must run inside the transaction whose writes it guards: the
 // FOR SHARE lock makes a concurrent Take wait until that transaction ends,
-// so no take-over can interleave between the check and the commit.
+// so no take-over can interleave between the check and the commit. It
+// bounds the transaction's idle time by HolderIdleTimeout first, so that
+// lock cannot outlive a dead writer for long.
 func Check(ctx context.Context, q Querier, tok Token) error {
+	var idle string
+	if err := q.QueryRow(ctx, idleSQL, millis(HolderIdleTimeout)).Scan(&idle); err != nil {
+		return fmt.Errorf("bound the fenced transaction: %w", err)
+	}
 	return compare(q.QueryRow(ctx, checkSQL, tok.Topic, tok.Partition), tok)
 }
 
@@ -156,9 +199,15 @@ func RecordedCount(ctx context.Context, pool *pgxpool.Pool, topic string) (n int
 
 const checkSQL = `SELECT generation FROM partition_fence WHERE topic = $1 AND partition = $2 FOR SHARE`
 
-// QueueCheck queues Check as the first statement of a batch sent inside the
-// transaction it guards; the batch's Close returns ErrFenced when it fails.
+// idleSQL bounds the idle time of a writer's transaction; its lock_timeout
+// is the writer's to choose.
+const idleSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`
+
+// QueueCheck queues Check as the first statements of a batch sent inside
+// the transaction it guards; the batch's Close returns ErrFenced when it
+// fails.
 func QueueCheck(b *pgx.Batch, tok Token) {
+	b.Queue(idleSQL, millis(HolderIdleTimeout)).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue(checkSQL, tok.Topic, tok.Partition).QueryRow(func(row pgx.Row) error {
 		return compare(row, tok)
 	})

@@ -19,7 +19,7 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 			Args:  append(res, int64(1_000_000), `{"status":"active"}`, "active", false, "ev_85", int64(1), true),
 			Reads: []string{"subscription_projection_pkey"}},
 		{Name: "fetched write", SQL: fetchedSQL,
-			Args:  append(res, `{"status":"active"}`, "active", false, "ev_85", int64(1), "2026-01-01T00:00:00Z"),
+			Args:  append(res, `{"status":"active"}`, "active", false, "ev_85", int64(1), "2026-01-01T00:00:00Z", int64(7)),
 			Reads: []string{"subscription_projection_pkey"}},
 		{Name: "append history", SQL: historySQL,
 			Args: []any{texts(plantest.Provider), texts(plantest.Account), texts(plantest.Environment), texts("subscription"),

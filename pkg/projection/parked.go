@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -59,31 +61,59 @@ ORDER BY parked_at NULLS FIRST, updated_at LIMIT $4`, f.Provider, f.SourceAccoun
 	return out, nil
 }
 
-// needsReconcileSQL parks the projections of hints that died. It leaves
+// needsReconcileSQL parks projections whose event died. It leaves
 // updated_at alone: the state did not change, only the doubt about it.
 // A resource with no projection has nothing to park; the reconciler's
 // listing finds it as missing.
 const needsReconcileSQL = `
 UPDATE subscription_projection p
-SET needs_reconcile = true, needs_reconcile_reason = 'a hint exhausted its retry window',
+SET needs_reconcile = true, needs_reconcile_reason = u.reason,
     parked_at = now(), reconcile_checked_at = NULL
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-     AS u(provider, source_account, environment, resource_type, resource_id)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+     AS u(provider, source_account, environment, resource_type, resource_id, reason)
 WHERE p.provider = u.provider AND p.source_account = u.source_account AND p.environment = u.environment
   AND p.resource_type = u.resource_type AND p.resource_id = u.resource_id AND NOT p.needs_reconcile`
 
-// QueueNeedsReconcile queues into b the parking of the projections of rs,
-// resources whose hint exhausted its retries: the provider's state never
-// arrived, so the projection may be wrong, and the reconciler checks it.
-func QueueNeedsReconcile(b *pgx.Batch, rs []message.Resource) {
-	if len(rs) == 0 {
+// Parking is a projection to park and why.
+type Parking struct {
+	Resource message.Resource
+	// Reason says which event died and how; it is cut to
+	// maxParkingReason bytes.
+	Reason string
+}
+
+// maxParkingReason bounds a reason built from an error's text.
+const maxParkingReason = 1000
+
+// QueueNeedsReconcile queues into b the parking of ps' projections, whose
+// event died (a hint exhausted its retries, an event the database refused):
+// the change never landed, so the projection may be wrong, and the
+// reconciler checks it. One resource named twice in ps is parked with the
+// first reason.
+func QueueNeedsReconcile(b *pgx.Batch, ps []Parking) {
+	if len(ps) == 0 {
 		return
 	}
-	cols := make([][]string, 5)
-	for _, r := range rs {
-		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID} {
+	cols := make([][]string, 6)
+	for _, p := range ps {
+		r := p.Resource
+		for i, v := range []string{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, cutValid(p.Reason, maxParkingReason)} {
 			cols[i] = append(cols[i], v)
 		}
 	}
-	b.Queue(needsReconcileSQL, cols[0], cols[1], cols[2], cols[3], cols[4]).Exec(func(pgconn.CommandTag) error { return nil })
+	b.Queue(needsReconcileSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5]).Exec(func(pgconn.CommandTag) error { return nil })
+}
+
+// cutValid cuts s to at most n bytes, on a rune boundary, and replaces
+// what text cannot hold (invalid UTF-8, NUL), so a reason built from any
+// error is storable.
+func cutValid(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

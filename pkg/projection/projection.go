@@ -228,52 +228,80 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 }
 
 // fetchedSQL writes fetched state unless the projection holds an
-// observation whose fetch started later (fetched_at, by the database clock,
-// taken before the provider call), and returns 'fetched' or 'stale' with the
-// Label of what it found ("" for nothing). Partition order and the fence
-// keep one writer per resource in normal operation; this compare holds when
-// they do not (a key that moved to a new partition while its backlog sat on
-// the old one). The old CTE reads the row as it was before the statement;
-// the insert runs whether or not the outer query reads it.
+// observation whose fetch started later, and returns 'fetched' or 'stale'
+// with the Label of what it found ("" for nothing). Fetch starts are
+// ordered by their number from projection_fetch_seq (fetch_seq), never by
+// a clock: after a failover to a primary whose clock is behind, a fresh
+// fetch reads an earlier fetched_at than the one stored, and a clock
+// compare would refuse it. A row written before fetch_seq existed keeps the
+// fetched_at compare until its next fetched write. Partition order and the
+// fence keep one writer per resource in normal operation; this compare
+// holds when they do not (a key that moved to a new partition while its
+// backlog sat on the old one). The old CTE reads the row as it was before
+// the statement; the insert runs whether or not the outer query reads it.
 const fetchedSQL = `
 WITH old AS (
     SELECT status, deleted FROM subscription_projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ), up AS (
     INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
-        provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, fetched_at)
-    VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now(), $11)
+        provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, fetched_at, fetch_seq)
+    VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now(), $11, $12)
     ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
     SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
         source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
         observed_at = EXCLUDED.observed_at, updated_at = now(), needs_reconcile = false,
         needs_reconcile_reason = NULL, parked_at = NULL, reconcile_checked_at = NULL,
-        fetched_at = EXCLUDED.fetched_at
-    WHERE p.fetched_at IS NULL OR EXCLUDED.fetched_at >= p.fetched_at
+        fetched_at = EXCLUDED.fetched_at, fetch_seq = EXCLUDED.fetch_seq
+    WHERE CASE WHEN p.fetch_seq IS NOT NULL THEN EXCLUDED.fetch_seq >= p.fetch_seq
+               ELSE p.fetched_at IS NULL OR EXCLUDED.fetched_at >= p.fetched_at END
     RETURNING 1
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
        coalesce((SELECT ` + labelSQL + ` FROM old), '')`
 
+// FetchStart is when a fetch started, read from the database before the
+// provider call: Seq orders fetched writes, At is the wall clock kept for
+// people (fetched_at).
+type FetchStart struct {
+	At  time.Time
+	Seq int64
+}
+
+// startFetchSQL numbers a fetch start. nextval is never rolled back and
+// never repeats, whatever the clocks of the primaries it ran on.
+const startFetchSQL = `SELECT clock_timestamp(), nextval('projection_fetch_seq')`
+
+// StartFetch reads a FetchStart. Call it with no transaction open, right
+// before the provider call, so no observation it orders was made before it.
+func StartFetch(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (FetchStart, error) {
+	var fs FetchStart
+	if err := q.QueryRow(ctx, startFetchSQL).Scan(&fs.At, &fs.Seq); err != nil {
+		return fs, fmt.Errorf("number a fetch start: %w", err)
+	}
+	return fs, nil
+}
+
 // QueueFetched queues a write of state fetched from the provider whose
-// fetch started at fetchedAt (the database clock, read before the call).
-// previous is set to the Label of the projection it found ("" for none)
-// when the batch's results are read; QueueFetchedResult also says whether
-// it wrote.
-func QueueFetched(b *pgx.Batch, w Write, fetchedAt time.Time, previous *string) {
-	queueFetched(b, w, fetchedAt, func(_, prev string) { *previous = prev })
+// fetch started at start. previous is set to the Label of the projection
+// it found ("" for none) when the batch's results are read;
+// QueueFetchedResult also says whether it wrote.
+func QueueFetched(b *pgx.Batch, w Write, start FetchStart, previous *string) {
+	queueFetched(b, w, start, func(_, prev string) { *previous = prev })
 }
 
 // QueueFetchedResult is QueueFetched that sets res.Outcome to Fetched, or
 // Stale when the projection holds an observation fetched later.
-func QueueFetchedResult(b *pgx.Batch, w Write, fetchedAt time.Time, res *Result) {
-	queueFetched(b, w, fetchedAt, func(outcome, prev string) { res.Outcome, res.Previous = outcome, prev })
+func QueueFetchedResult(b *pgx.Batch, w Write, start FetchStart, res *Result) {
+	queueFetched(b, w, start, func(outcome, prev string) { res.Outcome, res.Previous = outcome, prev })
 }
 
-func queueFetched(b *pgx.Batch, w Write, fetchedAt time.Time, set func(outcome, previous string)) {
+func queueFetched(b *pgx.Batch, w Write, start FetchStart, set func(outcome, previous string)) {
 	r := w.Resource
 	b.Queue(fetchedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, fetchedAt).QueryRow(func(row pgx.Row) error {
+		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, start.At, start.Seq).QueryRow(func(row pgx.Row) error {
 		var outcome, prev string
 		if err := row.Scan(&outcome, &prev); err != nil {
 			return fmt.Errorf("write fetched projection %s: %w", r.Key(), err)

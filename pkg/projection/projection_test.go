@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -189,7 +188,7 @@ func TestWritesSayWhatTheyReplaced(t *testing.T) {
 		prev := "not read"
 		send(func(b *pgx.Batch) {
 			projection.QueueFetched(b, projection.Write{Resource: r, State: []byte(`{}`), Status: status, Deleted: deleted,
-				EventID: "ev_f", Generation: 1}, time.Now(), &prev)
+				EventID: "ev_f", Generation: 1}, startFetch(t, s), &prev)
 		})
 		return prev
 	}
@@ -234,7 +233,7 @@ func (a applier) fetched(r message.Resource, status string) {
 	require.NoError(a.t, pgx.BeginFunc(context.Background(), a.s.Pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		projection.QueueFetched(b, projection.Write{Resource: r, State: []byte(fmt.Sprintf(`{"status":%q}`, status)),
-			Status: status, EventID: "ev_fetched_" + status, Generation: 1}, time.Now(), &prev)
+			Status: status, EventID: "ev_fetched_" + status, Generation: 1}, startFetch(a.t, a.s), &prev)
 		return tx.SendBatch(context.Background(), b).Close()
 	}))
 }

@@ -1,5 +1,11 @@
 package provider
 
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
 // StoredEvent is an event as the inbox keeps it: what the receiver read
 // from a verified delivery (or the reconciler from a listed event), read
 // back by the processor. Its provider, account and environment are the
@@ -67,4 +73,47 @@ type Fact struct {
 // for an invoice), recorded under the stable key (account, Subject, Kind).
 type Action struct {
 	Subject, Kind string
+}
+
+// MaxIdentityLen bounds every identity read from a body (an event's, a
+// resource's, a fact's, an action's subject): the same 512 bytes the
+// receiver allows an event and resource id. Postgres refuses a btree index
+// row over about 2.7 kB (54000), so an unbounded id in a primary key would
+// fail every retry of its batch.
+const MaxIdentityLen = 512
+
+// CheckIdentity returns an error wrapping ErrMalformed when v, the identity
+// named what, cannot be stored as a key: longer than MaxIdentityLen, not
+// valid UTF-8, or holding a NUL (which Postgres text refuses).
+func CheckIdentity(what, v string) error {
+	switch {
+	case len(v) > MaxIdentityLen:
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrMalformed, what, MaxIdentityLen)
+	case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+		return fmt.Errorf("%w: %s is not storable text", ErrMalformed, what)
+	}
+	return nil
+}
+
+// Validate checks every identity the plan derived from the event's body,
+// so an unstorable one makes the event malformed (dead at once, kept)
+// instead of a database error its batch would meet on every retry.
+func (p Plan) Validate() error {
+	for _, f := range p.Facts {
+		if err := CheckIdentity("fact type", f.Type); err != nil {
+			return err
+		}
+		if err := CheckIdentity("fact id", f.ID); err != nil {
+			return err
+		}
+	}
+	for _, a := range p.Actions {
+		if err := CheckIdentity("action subject", a.Subject); err != nil {
+			return err
+		}
+		if err := CheckIdentity("action kind", a.Kind); err != nil {
+			return err
+		}
+	}
+	return nil
 }
