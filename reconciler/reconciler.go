@@ -158,6 +158,7 @@ type Reconciler struct {
 	waiting      prometheus.Gauge
 	ingested     *prometheus.CounterVec
 	redeliveries *prometheus.CounterVec
+	givenUp      *prometheus.CounterVec
 
 	// marks remembers, for each published pending event of the last round,
 	// its partition's high watermark when it was first seen published: its
@@ -203,8 +204,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 			Help: "Events found by an events scan that no delivery had brought, ingested as if delivered, by provider."}, []string{"provider"}),
 		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_redeliveries_total",
 			Help: "Redeliveries asked of the provider for deliveries that never got a 2xx (GitHub), by provider."}, []string{"provider"}),
+		givenUp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_redeliveries_given_up_total",
+			Help: "Failed deliveries whose event never arrived and that the provider no longer redelivers (GitHub: refused, or past its 3-day limit), by provider; each is listed by `hookyard reconcile`."}, []string{"provider"}),
 		marks: map[inbox.Key]mark{}}
-	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting, r.ingested, r.redeliveries)
+	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting, r.ingested, r.redeliveries, r.givenUp)
 	return r
 }
 

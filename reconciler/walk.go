@@ -266,9 +266,18 @@ func mustJSON(v any) string {
 }
 
 // redeliverLost walks the hook's deliveries back to the checkpoint's high
-// water minus the overlap and asks the provider to redeliver each event none of
-// whose deliveries got a 2xx and that the inbox does not hold.
+// water minus the overlap and follows each event none of whose deliveries
+// got a 2xx and that the inbox does not hold; then it asks for the
+// followed ones that are due (followRedeliveries), whether or not they are
+// still inside the walk's window. The walk itself never asks, so a
+// redelivery GitHub refuses cannot hold it at one cursor.
 func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *SourceReport) error {
+	werr := r.walkDeliveries(ctx, s, rep)
+	ferr := r.followRedeliveries(ctx, s, rep)
+	return errors.Join(werr, ferr)
+}
+
+func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep *SourceReport) error {
 	lr := rep.listing(ListingDeliveries)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingDeliveries)
 	if err != nil {
@@ -287,8 +296,15 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *
 	// Deliveries come newest first, so a redelivery that succeeded is seen
 	// before the failed attempt it repaired.
 	arrived := map[string]bool{}
+	restarted := false
 	for {
 		ds, next, err := s.Hooks.ListDeliveries(ctx, w.Cursor, r.cfg.PageSize)
+		if err != nil && w.Cursor != "" && !restarted && errors.Is(err, provider.ErrCursorGone) {
+			r.log.WarnContext(ctx, "deliveries cursor no longer known to the provider; walking again from the newest",
+				"source", s.Name(), "since", w.Since, "error", err.Error())
+			restarted, w.Cursor = true, ""
+			continue
+		}
 		if err != nil {
 			err = fmt.Errorf("list %s hook deliveries for %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
 			return r.interrupted(ctx, s, lr, mustJSON(w), err)
@@ -310,15 +326,10 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *
 			if arrived[d.GUID] {
 				continue
 			}
-			asked, err := r.redeliver(ctx, s, d)
-			if err != nil {
+			if err := r.recordFailed(ctx, s, d); err != nil {
 				return r.interrupted(ctx, s, lr, mustJSON(w), err)
 			}
-			if asked {
-				rep.Redeliveries++
-				r.redeliveries.WithLabelValues(s.Provider).Inc()
-			}
-			arrived[d.GUID] = true // asked (or known) once per walk
+			arrived[d.GUID] = true // the newest failed attempt is the one followed
 		}
 		if done {
 			lr.Complete = true

@@ -72,7 +72,13 @@ func reconcileCmd(ctx context.Context, e *env, args []string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	if err := printJSON(stdout, map[string]any{"round": rep, "checkpoints": cps}); err != nil {
+	// Failed GitHub deliveries GitHub no longer redelivers: their events
+	// are lost unless the sender sends them again.
+	given, err := reconciler.GivenUpRedeliveries(ctx, e.pool, 100)
+	if err != nil {
+		return err
+	}
+	if err := printJSON(stdout, map[string]any{"round": rep, "checkpoints": cps, "given_up_redeliveries": given}); err != nil {
 		return err
 	}
 	if rerr != nil {

@@ -56,6 +56,12 @@ type EventLister interface {
 // walks again from its lower bound.
 var ErrCursorGone = errors.New("the provider no longer knows the listing cursor")
 
+// ErrRedeliveryRefused is what HookDeliveries.Redeliver wraps when the
+// provider refuses to redeliver that delivery for good (GitHub: 422 past
+// its 3-day limit, 404 for a delivery it no longer knows): asking again
+// cannot help, and the walk must not stop on it.
+var ErrRedeliveryRefused = errors.New("the provider refuses to redeliver this delivery")
+
 // HookDelivery is one delivery attempt of a webhook, as GitHub lists them
 // (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook).
 type HookDelivery struct {
