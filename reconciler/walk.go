@@ -136,8 +136,18 @@ func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *So
 	after := cp.Cursor
 	lr.ResumedAt = after
 	terminal := terminal(s)
+	restarted := false
 	for {
 		items, more, err := s.Lister.ListObjects(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
+		if err != nil && after != "" && !restarted && errors.Is(err, provider.ErrCursorGone) {
+			// The object the walk stopped after is gone; the listing has no
+			// other lower bound, so the walk starts again (once per round:
+			// a walk from the start that fails so is not a cursor problem).
+			r.log.WarnContext(ctx, "listing cursor no longer known to the provider; walking again from the start",
+				"source", s.Name(), "listing", listing, "error", err.Error())
+			restarted, after = true, ""
+			continue
+		}
 		if err != nil {
 			err = fmt.Errorf("list %s %s for %s/%s: %w", s.Provider, s.ResourceType, s.SourceAccount, s.Environment, err)
 			return r.interrupted(ctx, s, lr, after, err)

@@ -50,10 +50,12 @@ type EventLister interface {
 	ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error)
 }
 
-// ErrCursorGone is what an EventLister wraps when the provider no longer
-// knows the cursor it was given: Stripe lists events for 30 days, so a walk
-// interrupted for longer resumes from an event that is gone. The scan then
-// walks again from its lower bound.
+// ErrCursorGone is what a Lister, EventLister or HookDeliveries wraps when
+// the provider no longer knows the cursor it was given: Stripe lists events
+// for 30 days and forgets deleted objects, GitHub lists 3 days of
+// deliveries, Chargebee's next_offset ages out; a walk interrupted for
+// longer resumes from a cursor that is gone. The walk then starts again
+// from its lower bound.
 var ErrCursorGone = errors.New("the provider no longer knows the listing cursor")
 
 // ErrRedeliveryRefused is what HookDeliveries.Redeliver wraps when the

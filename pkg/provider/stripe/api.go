@@ -269,6 +269,12 @@ func (c *Client) ListObjects(ctx context.Context, account, resourceType, startin
 	}
 	body, err := c.do(ctx, account, path)
 	if err != nil {
+		// An object deleted since (test-mode data, a deleted customer's
+		// subscriptions) is no longer a cursor Stripe knows: 400
+		// resource_missing (https://docs.stripe.com/api/pagination).
+		if startingAfter != "" && ErrorCode(err) == "resource_missing" {
+			return nil, false, fmt.Errorf("%w: %w", provider.ErrCursorGone, err)
+		}
 		return nil, false, err
 	}
 	var page struct {

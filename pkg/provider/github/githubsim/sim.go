@@ -26,6 +26,7 @@
 //     30, the next page's cursor in the Link header's rel="next"), newest
 //     first, and keeps deliveries of the last 3 days
 //     (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook);
+//     a cursor naming a delivery no longer listed is a 422;
 //   - every API call needs the hook's token (401 otherwise); an unknown
 //     hook is a 404;
 //   - an App's webhook (Config.AppID) is listed at /app/hook/deliveries
@@ -400,6 +401,16 @@ func (s *Sim) list(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	all := slices.Clone(s.log)
 	s.mu.Unlock()
+	// A cursor names a delivery of the last 3 days; one GitHub no longer
+	// lists is refused with 422 Validation Failed
+	// (https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api),
+	// never read as "from the newest".
+	if after >= 0 && !slices.ContainsFunc(all, func(d Delivery) bool { return d.ID == after && !d.DeliveredAt.Before(cutoff) }) {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+			"errors":            []map[string]string{{"resource": "HookDelivery", "field": "cursor", "code": "invalid"}},
+			"documentation_url": "https://docs.github.com/rest/repos/webhooks#list-deliveries-for-a-repository-webhook"})
+		return
+	}
 	slices.Reverse(all)
 	out := []github.Delivery{}
 	more := false
