@@ -198,11 +198,13 @@ func (r *Reconciler) scanEvents(ctx context.Context, s provider.Source, rep *Sou
 		lr.Error = "no endpoint or identity reader to ingest events under"
 		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
 	}
-	if ep := s.Endpoint; ep.Provider != s.Provider || ep.SourceAccount != s.SourceAccount || ep.Environment != s.Environment {
-		// Events are stored under the endpoint's identity; a source that
-		// names another would read one account and file it as another.
-		lr.Error = fmt.Sprintf("endpoint %q is %s/%s/%s, not the source's", ep.ID, ep.Provider, ep.SourceAccount, ep.Environment)
-		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
+	for _, ep := range append([]*provider.Endpoint{s.Endpoint}, s.Endpoints...) {
+		if ep.Provider != s.Provider || ep.SourceAccount != s.SourceAccount || ep.Environment != s.Environment {
+			// Events are stored under the endpoint's identity; a source that
+			// names another would read one account and file it as another.
+			lr.Error = fmt.Sprintf("endpoint %q is %s/%s/%s, not the source's", ep.ID, ep.Provider, ep.SourceAccount, ep.Environment)
+			return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
+		}
 	}
 	// Provider reads share the account's quota with the processor's
 	// fetches, inside the smaller background share where the client keeps one.

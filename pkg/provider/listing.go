@@ -113,6 +113,17 @@ type Source struct {
 	// Endpoint is the endpoint listed events are ingested under: its id,
 	// account, environment and allow-list. Required with Events.
 	Endpoint *Endpoint
+	// Endpoints are every endpoint of the account and environment whose
+	// events the scan covers, in config order: a listed event is ingested
+	// under the first that accepts its type. Empty: Endpoint alone.
+	Endpoints []*Endpoint
+	// Listing identifies a listing that is per something narrower than the
+	// account (GitHub: one hook's deliveries): sources of one account with
+	// different listings are walked apart, with the same listing once.
+	Listing string
+	// Key tells apart the checkpoints of an account's sources when it has
+	// more than one listing (its second hook on); "" for the first.
+	Key string
 	// Events lists the provider's events; nil: no events scan.
 	Events EventLister
 	// Identify reads a listed event's identity exactly as the endpoint's
@@ -123,6 +134,29 @@ type Source struct {
 	Hooks HookDeliveries
 }
 
-// Name identifies the source in reconcile_checkpoint and reports:
-// provider/account/environment.
-func (s Source) Name() string { return s.Provider + "/" + s.SourceAccount + "/" + s.Environment }
+// Name identifies the source in reconcile_checkpoint, reconcile_redelivery
+// and reports: provider/account/environment, then /Key when set.
+func (s Source) Name() string {
+	n := s.Provider + "/" + s.SourceAccount + "/" + s.Environment
+	if s.Key != "" {
+		n += "/" + s.Key
+	}
+	return n
+}
+
+// Accepting is the endpoint a listed event of eventType is ingested
+// under: the first of Endpoints (or Endpoint) that accepts it, or nil.
+func (s Source) Accepting(eventType string) *Endpoint {
+	if len(s.Endpoints) == 0 {
+		if s.Endpoint != nil && s.Endpoint.Allows(eventType) {
+			return s.Endpoint
+		}
+		return nil
+	}
+	for _, ep := range s.Endpoints {
+		if ep.Allows(eventType) {
+			return ep
+		}
+	}
+	return nil
+}
