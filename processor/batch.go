@@ -159,6 +159,7 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
 // still bound the total.
 func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchResult {
 	out := make(map[string]*fetchResult)
+	plans := fetchPlans(steps)
 	var g errgroup.Group
 	g.SetLimit(w.p.cfg.FetchConcurrency)
 	for _, st := range steps {
@@ -171,6 +172,10 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		}
 		fr := &fetchResult{}
 		out[key] = fr
+		if l := plans[key].listed; l != nil {
+			fr.f, fr.at = listedFetched(l), l.At
+			continue
+		}
 		f := w.p.cfg.Fetchers[st.msg.Provider]
 		if f == nil {
 			fr.err = errNoFetcher
@@ -181,6 +186,9 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		ctx := ctx
 		if st.trace != nil {
 			ctx = st.trace.ctx
+		}
+		if plans[key].background {
+			ctx = provider.Background(ctx)
 		}
 		g.Go(func() error {
 			// The database's clock, not ours: observations of several

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -138,6 +139,10 @@ func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *So
 	terminal := terminal(s)
 	restarted := false
 	for {
+		listedAt, err := projection.Clock(ctx, r.pool)
+		if err != nil {
+			return r.interrupted(ctx, s, lr, after, err)
+		}
 		items, more, err := s.Lister.ListObjects(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
 		if err != nil && after != "" && !restarted && errors.Is(err, provider.ErrCursorGone) {
 			// The object the walk stopped after is gone; the listing has no
@@ -154,7 +159,7 @@ func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *So
 		}
 		lr.Pages++
 		if len(items) > 0 {
-			if err := r.checkListed(ctx, s, terminal, items, rep); err != nil {
+			if err := r.checkListed(ctx, s, terminal, items, listedAt, rep); err != nil {
 				return r.interrupted(ctx, s, lr, after, err)
 			}
 		}

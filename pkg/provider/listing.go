@@ -25,6 +25,11 @@ type Listed struct {
 	// CancelAtPeriodEnd is nil when the object has no such field.
 	CancelAtPeriodEnd *bool
 	Deleted           bool
+	// State is the object as listed, the same document the provider's
+	// Fetcher returns for it (JSON), or nil when the lister cannot say:
+	// the reconciler then has the processor write it instead of fetching
+	// it again.
+	State []byte
 }
 
 // ListedEvent is one event of a provider's events list: the same document
