@@ -4,7 +4,10 @@
 // status than the list, projections not observed for StaleAfter that are not
 // terminal (chosen from the database, whatever the list shows), and
 // projections parked with needs_reconcile. It never writes a projection
-// itself, so the fence and partition order still hold.
+// itself, so the fence and partition order still hold: a listed resource's
+// check carries the state the listing returned, and the processor writes it
+// (as an observation of the listing's time) without calling the provider;
+// the other checks it sends are fetched on the background quota.
 //
 // It counts the divergences it finds itself (a listed resource with no
 // projection or another status, a parked projection); what a check then
@@ -22,8 +25,10 @@
 // status=all), its events (Stripe GET /v1/events, Chargebee GET
 // /api/v2/events: events whose webhook never came are ingested through
 // intake under their own identity, as if delivered), and for GitHub the
-// hook's deliveries (a failed one is redelivered: GitHub never redelivers by
-// itself). A walk stopped by a 429, an outage or a restart keeps its cursor
+// hook's deliveries (a failed one is followed in reconcile_redelivery and
+// asked for again until it arrives or GitHub's 3 days pass: GitHub never
+// redelivers by itself). An account's endpoints share one source, except
+// per-hook listings: one source per hook. A walk stopped by a 429, an outage or a restart keeps its cursor
 // and resumes there; only a walk that reached its end is recorded complete.
 // Every divergence is a row of reconcile_divergence, counted once while it
 // lasts.
