@@ -13,6 +13,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee/chargebeesim"
+	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/reconciler"
@@ -78,15 +79,14 @@ func TestEveryWalkRecoversFromACursorTheProviderNoLongerKnows(t *testing.T) {
 
 	t.Run("github deliveries", func(t *testing.T) {
 		t.Parallel()
-		clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-		p, sim, src := githubAt(t, clk, nil)
+		p, sim, src := githubPipelineWith(t, githubsim.Config{})
 		sim.SetDown(true)
 		g, _, err := sim.Send(ctx, "push", pushPayload)
 		require.NoError(t, err)
 		sim.SetDown(false)
-		since := clk.Now().Add(-time.Hour).Format(time.RFC3339)
+		since := time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)
 		leaveCursor(t, p, src.Name(), reconciler.ListingDeliveries, `{"since":"`+since+`","cursor":"12345"}`)
-		r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Now: clk.Now, Sources: []provider.Source{src}})
+		r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []provider.Source{src}})
 		rep, err := r.Round(ctx, reconciler.Filter{})
 		require.NoError(t, err)
 		require.True(t, rep.Sources[0].Listings[0].Complete)

@@ -68,6 +68,20 @@ func countingPipeline(t *testing.T) (*pipelinetest.Pipeline, *bucketCounter) {
 	return p, bc
 }
 
+// projectLive sends a live webhook for a subscription in status and waits
+// until the pipeline has applied it and is idle.
+func projectLive(t *testing.T, p *pipelinetest.Pipeline, id, status string) message.Resource {
+	t.Helper()
+	sub := stripesim.Subscription{ID: id, Customer: "cus", Status: status, Created: time.Now().Unix()}
+	p.Sim.Put(sub)
+	_, _, err := p.Sim.Send(context.Background(), "customer.subscription.updated", sub)
+	require.NoError(t, err)
+	res := pipelinetest.Resource(id)
+	p.Eventually(func() bool { pr, ok := p.Projection(res); return ok && pr.Status == status }, "%s is projected", id)
+	p.WaitIdle()
+	return res
+}
+
 func stripeSource(p *pipelinetest.Pipeline) provider.Source {
 	client := stripe.NewClient(stripe.APIConfig{BaseURL: p.SimServer.URL, APIKey: stripesim.DevAPIKey, RatePerSecond: 1000, Burst: 1000}, p.Log)
 	return provider.Source{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test",
@@ -127,15 +141,9 @@ func TestStaleRecheckSpendsOnlyTheBackgroundShare(t *testing.T) {
 	t.Parallel()
 	p, bc := countingPipeline(t)
 	ctx := context.Background()
-	sub := stripesim.Subscription{ID: "sub_stale", Customer: "cus", Status: "active", Created: time.Now().Unix()}
-	p.Sim.Put(sub)
-	_, _, err := p.Sim.Send(ctx, "customer.subscription.updated", sub)
-	require.NoError(t, err)
-	res := pipelinetest.Resource("sub_stale")
-	p.Eventually(func() bool { _, ok := p.Projection(res); return ok }, "projected")
-	p.WaitIdle()
+	projectLive(t, p, "sub_stale", "active")
 	liveBefore, _ := bc.counts("sub_stale")
-	_, err = p.Pool.Exec(ctx, `UPDATE subscription_projection SET observed_at = now() - interval '2 days' WHERE resource_id = 'sub_stale'`)
+	_, err := p.Pool.Exec(ctx, `UPDATE subscription_projection SET observed_at = now() - interval '2 days' WHERE resource_id = 'sub_stale'`)
 	require.NoError(t, err)
 
 	// No lister: only the stale step runs.
@@ -158,13 +166,7 @@ func TestOlderListingNeverOverwritesANewerObservation(t *testing.T) {
 	t.Parallel()
 	p, bc := countingPipeline(t)
 	ctx := context.Background()
-	sub := stripesim.Subscription{ID: "sub_race", Customer: "cus", Status: "canceled", Created: time.Now().Unix()}
-	p.Sim.Put(sub)
-	_, _, err := p.Sim.Send(ctx, "customer.subscription.updated", sub)
-	require.NoError(t, err)
-	res := pipelinetest.Resource("sub_race")
-	p.Eventually(func() bool { pr, ok := p.Projection(res); return ok && pr.Status == "canceled" }, "the live fetch is applied")
-	p.WaitIdle()
+	res := projectLive(t, p, "sub_race", "canceled")
 	history := func() int {
 		var n int
 		require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM projection_history WHERE resource_id = 'sub_race'`).Scan(&n))
@@ -173,7 +175,7 @@ func TestOlderListingNeverOverwritesANewerObservation(t *testing.T) {
 	before := history()
 
 	// The walk listed it active before the live fetch observed it canceled.
-	_, err = p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, jsonb_build_object(
+	_, err := p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, jsonb_build_object(
     'kind', 'check', 'provider', 'stripe', 'source_account', $2::text, 'environment', 'test', 'resource_type', 'subscription',
     'resource_id', 'sub_race', 'reason', 'reconcile', 'enqueued_at', now(),
     'listed', jsonb_build_object('state', '{"id":"sub_race","object":"subscription","status":"active"}'::jsonb, 'status', 'active',

@@ -3,7 +3,6 @@ package reconciler_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/github"
 	"github.com/hookyard/hookyard/pkg/provider/github/githubsim"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -29,23 +27,17 @@ type clock struct {
 func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-// githubAt is a GitHub pipeline on a simulated clock; wrap (if not nil)
-// stands between the reconciler and GitHub's API.
-func githubAt(t *testing.T, clk *clock, wrap func(http.Handler) http.Handler) (*pipelinetest.Pipeline, *githubsim.Sim, provider.Source) {
+// githubAt is a GitHub pipeline on a simulated clock, and a reconciler of
+// its hook on the same clock (cfg's Sources, Now and Registerer are set).
+func githubAt(t *testing.T, cfg reconciler.Config, wrap ...func(http.Handler) http.Handler) (*clock, *pipelinetest.Pipeline, *githubsim.Sim, *reconciler.Reconciler) {
 	t.Helper()
-	p := pipelinetest.New(t, pipelinetest.Options{Endpoints: []provider.Endpoint{{ID: "github-test", Provider: provider.GitHub,
-		SourceAccount: "gh-org", Environment: "prod", Secrets: []string{ghSecret}}}})
-	sim := githubsim.New(githubsim.Config{WebhookURL: p.Receiver.URL + "/webhooks/github-test", Secret: ghSecret, Now: clk.Now})
-	var h http.Handler = sim
-	if wrap != nil {
-		h = wrap(sim)
+	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	p, sim, src := githubPipelineWith(t, githubsim.Config{Now: clk.Now}, wrap...)
+	cfg.Sources, cfg.Now = []provider.Source{src}, clk.Now
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	client, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 1000, Burst: 100}, sim.Hook(), p.Log)
-	require.NoError(t, err)
-	return p, sim, provider.Source{Provider: provider.GitHub, SourceAccount: "gh-org", Environment: "prod",
-		Hooks: github.Deliveries{Client: client}}
+	return clk, p, sim, reconciler.New(p.Pool, p.Log, cfg)
 }
 
 var pushPayload = map[string]any{"ref": "refs/heads/main", "repository": map[string]any{"id": 1296269, "full_name": "gh-org/repo"}}
@@ -67,11 +59,8 @@ func inboxHolds(t *testing.T, p *pipelinetest.Pipeline, guid string) bool {
 // lists them.
 func TestFailedGitHubRedeliveryIsAskedAgainWhileOtherDeliveriesFlow(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	p, sim, src := githubAt(t, clk, nil)
+	clk, p, sim, r := githubAt(t, reconciler.Config{})
 	ctx := context.Background()
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Now: clk.Now,
-		Sources: []provider.Source{src}})
 
 	sim.SetDown(true)
 	g, _, err := sim.Send(ctx, "push", pushPayload)
@@ -107,7 +96,7 @@ func TestFailedGitHubRedeliveryIsAskedAgainWhileOtherDeliveriesFlow(t *testing.T
 // interrupts the walk at the same cursor every round.
 func TestRefusedGitHubRedeliveryIsGivenUpAndTheWalkMovesOn(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	var clk *clock
 	// Time passes between the listing and the ask, as it does on a walk
 	// of 3 days of deliveries.
 	late := func(h http.Handler) http.Handler {
@@ -118,11 +107,9 @@ func TestRefusedGitHubRedeliveryIsGivenUpAndTheWalkMovesOn(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	p, sim, src := githubAt(t, clk, late)
-	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: reg, Now: clk.Now, PageSize: 1,
-		Backfill: 72 * time.Hour, Sources: []provider.Source{src}})
+	clk, p, sim, r := githubAt(t, reconciler.Config{Registerer: reg, PageSize: 1, Backfill: 72 * time.Hour}, late)
+	ctx := context.Background()
 
 	sim.SetDown(true)
 	old, _, err := sim.Send(ctx, "push", pushPayload)
@@ -163,11 +150,8 @@ func TestRefusedGitHubRedeliveryIsGivenUpAndTheWalkMovesOn(t *testing.T) {
 // up without asking: GitHub would refuse it.
 func TestFollowedRedeliveryIsGivenUpAfterThreeDays(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	p, sim, src := githubAt(t, clk, nil)
+	clk, p, sim, r := githubAt(t, reconciler.Config{})
 	ctx := context.Background()
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Now: clk.Now,
-		Sources: []provider.Source{src}})
 	sim.SetDown(true) // the receiver stays unreachable
 	g, _, err := sim.Send(ctx, "push", pushPayload)
 	require.NoError(t, err)
