@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,4 +167,38 @@ func TestFollowedRedeliveryIsGivenUpAfterThreeDays(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, given, 1)
 	require.Equal(t, reconciler.GiveUpTooOld, given[0].Reason)
+}
+
+// GitHub answers 404 for a hook the token can no longer see (a revoked
+// token, a removed hook) on every call: that is no refusal of one
+// delivery's redelivery, and the followed deliveries are kept. Fails if a
+// round that could not list the hook gives up everything it follows.
+func TestUnreachableHookGivesUpNoFollowedDelivery(t *testing.T) {
+	t.Parallel()
+	var gone atomic.Bool
+	hide := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if gone.Load() && !strings.HasPrefix(r.URL.Path, "/sim/") {
+				http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	clk, p, sim, r := githubAt(t, reconciler.Config{}, hide)
+	ctx := context.Background()
+	sim.SetDown(true)
+	_, _, err := sim.Send(ctx, "push", pushPayload)
+	require.NoError(t, err)
+	_, err = r.Round(ctx, reconciler.Filter{})
+	require.NoError(t, err)
+	sim.Wait()
+
+	gone.Store(true)
+	clk.Advance(2 * time.Hour)
+	_, err = r.Round(ctx, reconciler.Filter{})
+	require.Error(t, err)
+	given, err := reconciler.GivenUpRedeliveries(ctx, p.Pool, 10)
+	require.NoError(t, err)
+	require.Empty(t, given)
 }

@@ -288,17 +288,25 @@ func mustJSON(v any) string {
 // followed ones that are due (followRedeliveries), whether or not they are
 // still inside the walk's window. The walk itself never asks, so a
 // redelivery GitHub refuses cannot hold it at one cursor.
+//
+// Following needs the hook to have been listed this round: GitHub answers
+// 404 on every call for a hook the token can no longer see, and a 404 on
+// a redelivery would then give up every followed delivery.
 func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *SourceReport) error {
-	werr := r.walkDeliveries(ctx, s, rep)
-	ferr := r.followRedeliveries(ctx, s, rep)
-	return errors.Join(werr, ferr)
+	listed, werr := r.walkDeliveries(ctx, s, rep)
+	if !listed {
+		return werr
+	}
+	return errors.Join(werr, r.followRedeliveries(ctx, s, rep))
 }
 
-func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep *SourceReport) error {
+// walkDeliveries walks the deliveries and says whether at least one page
+// was listed.
+func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep *SourceReport) (bool, error) {
 	lr := rep.listing(ListingDeliveries)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingDeliveries)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var w eventWalk
 	if cp.Cursor != "" {
@@ -324,7 +332,7 @@ func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep 
 		}
 		if err != nil {
 			err = fmt.Errorf("list %s hook deliveries for %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
-			return r.interrupted(ctx, s, lr, mustJSON(w), err)
+			return lr.Pages > 0, r.interrupted(ctx, s, lr, mustJSON(w), err)
 		}
 		lr.Pages++
 		done := next == "" || len(ds) == 0
@@ -344,7 +352,7 @@ func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep 
 				continue
 			}
 			if err := r.recordFailed(ctx, s, d); err != nil {
-				return r.interrupted(ctx, s, lr, mustJSON(w), err)
+				return true, r.interrupted(ctx, s, lr, mustJSON(w), err)
 			}
 			arrived[d.GUID] = true // the newest failed attempt is the one followed
 		}
@@ -354,11 +362,11 @@ func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep 
 			if !w.Newest.IsZero() {
 				hw = &w.Newest
 			}
-			return saveComplete(ctx, r.pool, s.Name(), ListingDeliveries, hw)
+			return true, saveComplete(ctx, r.pool, s.Name(), ListingDeliveries, hw)
 		}
 		w.Cursor = next
 		if err := saveProgress(ctx, r.pool, s.Name(), ListingDeliveries, mustJSON(w), nil); err != nil {
-			return err
+			return true, err
 		}
 	}
 }
