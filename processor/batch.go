@@ -163,6 +163,7 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
 // still bound the total.
 func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchResult {
 	out := make(map[string]*fetchResult)
+	plans := fetchPlans(steps)
 	var g errgroup.Group
 	g.SetLimit(w.p.cfg.FetchConcurrency)
 	for _, st := range steps {
@@ -175,6 +176,10 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		}
 		fr := &fetchResult{}
 		out[key] = fr
+		if l := plans[key].listed; l != nil {
+			fr.f, fr.at = listedFetched(l), l.At
+			continue
+		}
 		f := w.p.cfg.Fetchers[st.msg.Provider]
 		if f == nil {
 			fr.err = errNoFetcher
@@ -185,6 +190,9 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		ctx := ctx
 		if st.trace != nil {
 			ctx = st.trace.ctx
+		}
+		if plans[key].background {
+			ctx = provider.Background(ctx)
 		}
 		g.Go(func() error {
 			// Numbered by the database, not by our clock: observations of

@@ -28,7 +28,16 @@ func (r *Reconciler) ingest(ctx context.Context, s provider.Source, evs []provid
 	recs := make([]*inbox.Record, 0, len(evs))
 	for _, le := range evs {
 		ev, err := s.Identify.Identify(s.Endpoint, le.Body, now)
-		rec := &inbox.Record{Endpoint: s.Endpoint, Event: ev}
+		ep := s.Accepting(ev.Type)
+		if ep == nil {
+			continue
+		}
+		if ep != s.Endpoint && err == nil {
+			// Filed under the endpoint that accepts it, read as its
+			// deliveries are.
+			ev, err = s.Identify.Identify(ep, le.Body, now)
+		}
+		rec := &inbox.Record{Endpoint: ep, Event: ev}
 		switch {
 		case err == nil:
 			if err := storable(&ev); err != nil {
@@ -42,10 +51,7 @@ func (r *Reconciler) ingest(ctx context.Context, s provider.Source, evs []provid
 			rep.Errors = append(rep.Errors, fmt.Sprintf("event %.64s: %v", le.ID, err))
 			continue
 		}
-		if !s.Endpoint.Allows(ev.Type) {
-			continue
-		}
-		if s.Endpoint.StoreRaw {
+		if ep.StoreRaw {
 			rec.Raw = le.Body
 		}
 		recs = append(recs, rec)

@@ -23,14 +23,19 @@ func githubPipeline(t *testing.T) (*pipelinetest.Pipeline, *githubsim.Sim, provi
 }
 
 // githubPipelineWith is githubPipeline with the simulated hook's settings
-// (an App's hook: AppID).
-func githubPipelineWith(t *testing.T, cfg githubsim.Config) (*pipelinetest.Pipeline, *githubsim.Sim, provider.Source) {
+// (an App's hook: AppID; GitHub's clock: Now); wrap (if not nil) stands
+// between the reconciler and GitHub's API.
+func githubPipelineWith(t *testing.T, cfg githubsim.Config, wrap ...func(http.Handler) http.Handler) (*pipelinetest.Pipeline, *githubsim.Sim, provider.Source) {
 	t.Helper()
 	p := pipelinetest.New(t, pipelinetest.Options{Endpoints: []provider.Endpoint{{ID: "github-test", Provider: provider.GitHub,
 		SourceAccount: "gh-org", Environment: "prod", Secrets: []string{ghSecret}}}})
 	cfg.WebhookURL, cfg.Secret = p.Receiver.URL+"/webhooks/github-test", ghSecret
 	sim := githubsim.New(cfg)
-	srv := httptest.NewServer(sim)
+	var h http.Handler = sim
+	for _, w := range wrap {
+		h = w(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	client, err := github.NewClient(github.APIConfig{BaseURL: srv.URL, RatePerSecond: 1000, Burst: 100}, sim.Hook(), p.Log)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"time"
 
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -23,12 +24,16 @@ const (
 	KindParked = "parked"
 )
 
-func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, rep *SourceReport) error {
+// checkListed compares a page with the projections and sends a check for
+// each diverged resource; a check carries the listed state when the
+// listing has it (listedAt, the database clock before the page was asked
+// for, dates it), so the processor writes it without a provider call.
+func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, listedAt time.Time, rep *SourceReport) error {
 	listed := make([]projection.Listed, len(items))
 	for i, it := range items {
-		listed[i] = projection.Listed{ID: it.ID, Status: it.Status, CancelAtPeriodEnd: it.CancelAtPeriodEnd, Deleted: it.Deleted}
+		listed[i] = projection.Listed{ID: it.ID, Status: it.Status, CancelAtPeriodEnd: it.CancelAtPeriodEnd, Deleted: it.Deleted, State: it.State}
 	}
-	checked, kinds, err := projection.EnqueueListed(ctx, r.pool, r.scope(s, terminal), listed)
+	checked, kinds, err := projection.EnqueueListed(ctx, r.pool, r.scope(s, terminal), listed, listedAt)
 	if err != nil {
 		return err
 	}

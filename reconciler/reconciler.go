@@ -4,7 +4,10 @@
 // status than the list, projections not observed for StaleAfter that are not
 // terminal (chosen from the database, whatever the list shows), and
 // projections parked with needs_reconcile. It never writes a projection
-// itself, so the fence and partition order still hold.
+// itself, so the fence and partition order still hold: a listed resource's
+// check carries the state the listing returned, and the processor writes it
+// (as an observation of the listing's time) without calling the provider;
+// the other checks it sends are fetched on the background quota.
 //
 // It counts the divergences it finds itself (a listed resource with no
 // projection or another status, a parked projection); what a check then
@@ -22,8 +25,10 @@
 // status=all), its events (Stripe GET /v1/events, Chargebee GET
 // /api/v2/events: events whose webhook never came are ingested through
 // intake under their own identity, as if delivered), and for GitHub the
-// hook's deliveries (a failed one is redelivered: GitHub never redelivers by
-// itself). A walk stopped by a 429, an outage or a restart keeps its cursor
+// hook's deliveries (a failed one is followed in reconcile_redelivery and
+// asked for again until it arrives or GitHub's 3 days pass: GitHub never
+// redelivers by itself). An account's endpoints share one source, except
+// per-hook listings: one source per hook. A walk stopped by a 429, an outage or a restart keeps its cursor
 // and resumes there; only a walk that reached its end is recorded complete.
 // Every divergence is a row of reconcile_divergence, counted once while it
 // lasts.
@@ -162,6 +167,7 @@ type Reconciler struct {
 	waiting      prometheus.Gauge
 	ingested     *prometheus.CounterVec
 	redeliveries *prometheus.CounterVec
+	givenUp      *prometheus.CounterVec
 
 	// marks remembers, for each published pending event of the last round,
 	// its partition's high watermark when it was first seen published: its
@@ -207,8 +213,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 			Help: "Events found by an events scan that no delivery had brought, ingested as if delivered, by provider."}, []string{"provider"}),
 		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_redeliveries_total",
 			Help: "Redeliveries asked of the provider for deliveries that never got a 2xx (GitHub), by provider."}, []string{"provider"}),
+		givenUp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_redeliveries_given_up_total",
+			Help: "Failed deliveries whose event never arrived and that the provider no longer redelivers (GitHub: refused, or past its 3-day limit), by provider; each is listed by `hookyard reconcile`."}, []string{"provider"}),
 		marks: map[inbox.Key]mark{}}
-	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting, r.ingested, r.redeliveries)
+	cfg.Registerer.MustRegister(r.enqueued, r.divergences, r.purged, r.stepFails, r.waiting, r.ingested, r.redeliveries, r.givenUp)
 	return r
 }
 

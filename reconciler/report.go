@@ -51,8 +51,11 @@ type SourceReport struct {
 	// EventsIngested are listed events the inbox did not hold.
 	EventsIngested int64 `json:"events_ingested"`
 	// Redeliveries asked of the provider.
-	Redeliveries int64    `json:"redeliveries_asked"`
-	Errors       []string `json:"errors,omitempty"`
+	Redeliveries int64 `json:"redeliveries_asked"`
+	// RedeliveriesGivenUp are followed deliveries given up this round
+	// (GivenUpRedeliveries lists them).
+	RedeliveriesGivenUp int64    `json:"redeliveries_given_up"`
+	Errors              []string `json:"errors,omitempty"`
 }
 
 // ListingReport is one listing's walk in a round.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -136,15 +137,29 @@ func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *So
 	after := cp.Cursor
 	lr.ResumedAt = after
 	terminal := terminal(s)
+	restarted := false
 	for {
+		listedAt, err := projection.Clock(ctx, r.pool)
+		if err != nil {
+			return r.interrupted(ctx, s, lr, after, err)
+		}
 		items, more, err := s.Lister.ListObjects(ctx, s.APIAccount, s.ResourceType, after, r.cfg.PageSize)
+		if err != nil && after != "" && !restarted && errors.Is(err, provider.ErrCursorGone) {
+			// The object the walk stopped after is gone; the listing has no
+			// other lower bound, so the walk starts again (once per round:
+			// a walk from the start that fails so is not a cursor problem).
+			r.log.WarnContext(ctx, "listing cursor no longer known to the provider; walking again from the start",
+				"source", s.Name(), "listing", listing, "error", err.Error())
+			restarted, after = true, ""
+			continue
+		}
 		if err != nil {
 			err = fmt.Errorf("list %s %s for %s/%s: %w", s.Provider, s.ResourceType, s.SourceAccount, s.Environment, err)
 			return r.interrupted(ctx, s, lr, after, err)
 		}
 		lr.Pages++
 		if len(items) > 0 {
-			if err := r.checkListed(ctx, s, terminal, items, rep); err != nil {
+			if err := r.checkListed(ctx, s, terminal, items, listedAt, rep); err != nil {
 				return r.interrupted(ctx, s, lr, after, err)
 			}
 		}
@@ -188,11 +203,13 @@ func (r *Reconciler) scanEvents(ctx context.Context, s provider.Source, rep *Sou
 		lr.Error = "no endpoint or identity reader to ingest events under"
 		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
 	}
-	if ep := s.Endpoint; ep.Provider != s.Provider || ep.SourceAccount != s.SourceAccount || ep.Environment != s.Environment {
-		// Events are stored under the endpoint's identity; a source that
-		// names another would read one account and file it as another.
-		lr.Error = fmt.Sprintf("endpoint %q is %s/%s/%s, not the source's", ep.ID, ep.Provider, ep.SourceAccount, ep.Environment)
-		return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
+	for _, ep := range append([]*provider.Endpoint{s.Endpoint}, s.Endpoints...) {
+		if ep.Provider != s.Provider || ep.SourceAccount != s.SourceAccount || ep.Environment != s.Environment {
+			// Events are stored under the endpoint's identity; a source that
+			// names another would read one account and file it as another.
+			lr.Error = fmt.Sprintf("endpoint %q is %s/%s/%s, not the source's", ep.ID, ep.Provider, ep.SourceAccount, ep.Environment)
+			return fmt.Errorf("scan %s events: %s", s.Name(), lr.Error)
+		}
 	}
 	// Provider reads share the account's quota with the processor's
 	// fetches, inside the smaller background share where the client keeps one.
@@ -266,13 +283,30 @@ func mustJSON(v any) string {
 }
 
 // redeliverLost walks the hook's deliveries back to the checkpoint's high
-// water minus the overlap and asks the provider to redeliver each event none of
-// whose deliveries got a 2xx and that the inbox does not hold.
+// water minus the overlap and follows each event none of whose deliveries
+// got a 2xx and that the inbox does not hold; then it asks for the
+// followed ones that are due (followRedeliveries), whether or not they are
+// still inside the walk's window. The walk itself never asks, so a
+// redelivery GitHub refuses cannot hold it at one cursor.
+//
+// Following needs the hook to have been listed this round: GitHub answers
+// 404 on every call for a hook the token can no longer see, and a 404 on
+// a redelivery would then give up every followed delivery.
 func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *SourceReport) error {
+	listed, werr := r.walkDeliveries(ctx, s, rep)
+	if !listed {
+		return werr
+	}
+	return errors.Join(werr, r.followRedeliveries(ctx, s, rep))
+}
+
+// walkDeliveries walks the deliveries and says whether at least one page
+// was listed.
+func (r *Reconciler) walkDeliveries(ctx context.Context, s provider.Source, rep *SourceReport) (bool, error) {
 	lr := rep.listing(ListingDeliveries)
 	cp, err := LoadCheckpoint(ctx, r.pool, s.Name(), ListingDeliveries)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var w eventWalk
 	if cp.Cursor != "" {
@@ -287,11 +321,18 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *
 	// Deliveries come newest first, so a redelivery that succeeded is seen
 	// before the failed attempt it repaired.
 	arrived := map[string]bool{}
+	restarted := false
 	for {
 		ds, next, err := s.Hooks.ListDeliveries(ctx, w.Cursor, r.cfg.PageSize)
+		if err != nil && w.Cursor != "" && !restarted && errors.Is(err, provider.ErrCursorGone) {
+			r.log.WarnContext(ctx, "deliveries cursor no longer known to the provider; walking again from the newest",
+				"source", s.Name(), "since", w.Since, "error", err.Error())
+			restarted, w.Cursor = true, ""
+			continue
+		}
 		if err != nil {
 			err = fmt.Errorf("list %s hook deliveries for %s/%s: %w", s.Provider, s.SourceAccount, s.Environment, err)
-			return r.interrupted(ctx, s, lr, mustJSON(w), err)
+			return lr.Pages > 0, r.interrupted(ctx, s, lr, mustJSON(w), err)
 		}
 		lr.Pages++
 		done := next == "" || len(ds) == 0
@@ -310,15 +351,10 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *
 			if arrived[d.GUID] {
 				continue
 			}
-			asked, err := r.redeliver(ctx, s, d)
-			if err != nil {
-				return r.interrupted(ctx, s, lr, mustJSON(w), err)
+			if err := r.recordFailed(ctx, s, d); err != nil {
+				return true, r.interrupted(ctx, s, lr, mustJSON(w), err)
 			}
-			if asked {
-				rep.Redeliveries++
-				r.redeliveries.WithLabelValues(s.Provider).Inc()
-			}
-			arrived[d.GUID] = true // asked (or known) once per walk
+			arrived[d.GUID] = true // the newest failed attempt is the one followed
 		}
 		if done {
 			lr.Complete = true
@@ -326,11 +362,11 @@ func (r *Reconciler) redeliverLost(ctx context.Context, s provider.Source, rep *
 			if !w.Newest.IsZero() {
 				hw = &w.Newest
 			}
-			return saveComplete(ctx, r.pool, s.Name(), ListingDeliveries, hw)
+			return true, saveComplete(ctx, r.pool, s.Name(), ListingDeliveries, hw)
 		}
 		w.Cursor = next
 		if err := saveProgress(ctx, r.pool, s.Name(), ListingDeliveries, mustJSON(w), nil); err != nil {
-			return err
+			return true, err
 		}
 	}
 }

@@ -55,6 +55,21 @@ type Message struct {
 	// retry or replay). Empty when tracing was off.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+	// Listed is the resource's state as a reconcile walk's listing returned
+	// it: the processor writes it as an observation of Listed.At, with no
+	// provider call, under the same fence and fetched_at rule as a fetch.
+	// Only on a check with reason reconcile.
+	Listed *Listed `json:"listed,omitempty"`
+}
+
+// Listed is a resource's state from a provider's listing.
+type Listed struct {
+	State   json.RawMessage `json:"state"`
+	Status  string          `json:"status,omitempty"`
+	Deleted bool            `json:"deleted,omitempty"`
+	// At is the database clock just before the listing's page was asked
+	// for: no later than what the provider showed.
+	At time.Time `json:"at"`
 }
 
 // Decode parses and checks a record value.
@@ -72,6 +87,8 @@ func Decode(b []byte) (Message, error) {
 		return m, fmt.Errorf("decode message: event without event_id")
 	case m.Kind == KindCheck && (m.Type == "" || m.ID == ""):
 		return m, fmt.Errorf("decode message: check without resource")
+	case m.Listed != nil && (m.Kind != KindCheck || len(m.Listed.State) == 0 || m.Listed.At.IsZero()):
+		return m, fmt.Errorf("decode message: listed state only on a check, with its state and time")
 	}
 	return m, nil
 }

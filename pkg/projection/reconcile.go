@@ -174,13 +174,17 @@ type Listed struct {
 	// CancelAtPeriodEnd is nil when the listing does not say.
 	CancelAtPeriodEnd *bool
 	Deleted           bool
+	// State is the object as the listing returned it (JSON), or nil when
+	// the listing does not carry it. A check then carries it, and the
+	// processor writes it instead of fetching.
+	State []byte
 }
 
 // divergedSQL compares each listed resource with its projection and names
 // the first way they differ (NULL when in sync). Order matters: a missing
 // projection says nothing else, a deletion makes status moot.
 const divergedSQL = `
-SELECT k.id AS resource_id, p.observed_at IS NULL AS missing,
+SELECT k.id AS resource_id, p.observed_at IS NULL AS missing, k.state, k.status AS listed_status, k.deleted AS listed_deleted,
     CASE WHEN p.observed_at IS NULL THEN 'missing'
          WHEN k.deleted <> p.deleted THEN 'deleted'
          WHEN p.deleted THEN NULL
@@ -199,7 +203,7 @@ SELECT k.id AS resource_id, p.observed_at IS NULL AS missing,
     END AS provider_says,
     -- the stale and the parked steps check those this round: one check per resource
     p.observed_at IS NULL OR (NOT p.needs_reconcile AND NOT ` + staleSQL + `) AS check_now
-FROM unnest($7::text[], $8::text[], $9::text[], $10::bool[]) AS k(id, status, cape, deleted)
+FROM unnest($7::text[], $8::text[], $9::text[], $10::bool[], $11::text[]) AS k(id, status, cape, deleted, state)
 LEFT JOIN subscription_projection p
   ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = k.id`
 
@@ -216,6 +220,12 @@ WITH l AS (` + divergedSQL + `
         jsonb_build_object('kind', 'check', 'provider', $1::text, 'source_account', $2::text,
             'environment', $3::text, 'resource_type', $4::text, 'resource_id', resource_id,
             'enqueued_at', now(), 'reason', 'reconcile')
+        -- The listing's own state, when it carries one: the processor
+        -- writes it as an observation of $12 (fenced, fetched_at compare)
+        -- and calls no provider.
+        || CASE WHEN state IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('listed', jsonb_build_object('state', state::jsonb, 'status', listed_status,
+                    'deleted', listed_deleted, 'at', $12::timestamptz)) END
     FROM l WHERE kind IS NOT NULL AND check_now
     RETURNING 1
 ), div AS (
@@ -239,18 +249,26 @@ SELECT (SELECT count(*) FROM chk),
 // send one this round), records the divergences, and resolves those of
 // resources found in sync. It returns the checks sent and the new
 // divergences by kind.
-func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Listed) (int64, map[string]int64, error) {
+//
+// listedAt is the database clock read just before the listing's page was
+// asked for: the time of the observations the checks carry.
+func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Listed, listedAt time.Time) (int64, map[string]int64, error) {
 	ids, statuses, capes, deleted := make([]string, len(items)), make([]string, len(items)), make([]string, len(items)), make([]bool, len(items))
+	states := make([]*string, len(items))
 	for i, it := range items {
 		ids[i], statuses[i], deleted[i] = it.ID, it.Status, it.Deleted
 		if it.CancelAtPeriodEnd != nil {
 			capes[i] = strconv.FormatBool(*it.CancelAtPeriodEnd)
 		}
+		if it.State != nil {
+			st := string(it.State)
+			states[i] = &st
+		}
 	}
 	var checked int64
 	var raw []byte
 	if err := pool.QueryRow(ctx, enqueueListedSQL, sc.Provider, sc.SourceAccount, sc.Environment, sc.ResourceType,
-		sc.StaleAfter.Seconds(), sc.Terminal, ids, statuses, capes, deleted).Scan(&checked, &raw); err != nil {
+		sc.StaleAfter.Seconds(), sc.Terminal, ids, statuses, capes, deleted, states, listedAt).Scan(&checked, &raw); err != nil {
 		return 0, nil, fmt.Errorf("enqueue checks: %w", err)
 	}
 	var kinds map[string]int64
@@ -258,4 +276,16 @@ func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Li
 		return 0, nil, fmt.Errorf("read divergences: %w", err)
 	}
 	return checked, kinds, nil
+}
+
+// Clock reads the database clock, by which observations of several
+// processes are compared: a listing reads it before asking for a page, so
+// the observations the page carries are never dated later than what the
+// provider showed.
+func Clock(ctx context.Context, pool *pgxpool.Pool) (time.Time, error) {
+	var t time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return t, fmt.Errorf("read the database clock: %w", err)
+	}
+	return t, nil
 }

@@ -25,6 +25,11 @@ type Listed struct {
 	// CancelAtPeriodEnd is nil when the object has no such field.
 	CancelAtPeriodEnd *bool
 	Deleted           bool
+	// State is the object as listed, the same document the provider's
+	// Fetcher returns for it (JSON), or nil when the lister cannot say:
+	// the reconciler then has the processor write it instead of fetching
+	// it again.
+	State []byte
 }
 
 // ListedEvent is one event of a provider's events list: the same document
@@ -50,11 +55,19 @@ type EventLister interface {
 	ListEvents(ctx context.Context, since time.Time, cursor string, limit int) (EventPage, error)
 }
 
-// ErrCursorGone is what an EventLister wraps when the provider no longer
-// knows the cursor it was given: Stripe lists events for 30 days, so a walk
-// interrupted for longer resumes from an event that is gone. The scan then
-// walks again from its lower bound.
+// ErrCursorGone is what a Lister, EventLister or HookDeliveries wraps when
+// the provider no longer knows the cursor it was given: Stripe lists events
+// for 30 days and forgets deleted objects, GitHub lists 3 days of
+// deliveries, Chargebee's next_offset ages out; a walk interrupted for
+// longer resumes from a cursor that is gone. The walk then starts again
+// from its lower bound.
 var ErrCursorGone = errors.New("the provider no longer knows the listing cursor")
+
+// ErrRedeliveryRefused is what HookDeliveries.Redeliver wraps when the
+// provider refuses to redeliver that delivery for good (GitHub: 422 past
+// its 3-day limit, 404 for a delivery it no longer knows): asking again
+// cannot help, and the walk must not stop on it.
+var ErrRedeliveryRefused = errors.New("the provider refuses to redeliver this delivery")
 
 // HookDelivery is one delivery attempt of a webhook, as GitHub lists them
 // (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook).
@@ -105,6 +118,17 @@ type Source struct {
 	// Endpoint is the endpoint listed events are ingested under: its id,
 	// account, environment and allow-list. Required with Events.
 	Endpoint *Endpoint
+	// Endpoints are every endpoint of the account and environment whose
+	// events the scan covers, in config order: a listed event is ingested
+	// under the first that accepts its type. Empty: Endpoint alone.
+	Endpoints []*Endpoint
+	// Listing identifies a listing that is per something narrower than the
+	// account (GitHub: one hook's deliveries): sources of one account with
+	// different listings are walked apart, with the same listing once.
+	Listing string
+	// Key tells apart the checkpoints of an account's sources when it has
+	// more than one listing (its second hook on); "" for the first.
+	Key string
 	// Events lists the provider's events; nil: no events scan.
 	Events EventLister
 	// Identify reads a listed event's identity exactly as the endpoint's
@@ -115,6 +139,29 @@ type Source struct {
 	Hooks HookDeliveries
 }
 
-// Name identifies the source in reconcile_checkpoint and reports:
-// provider/account/environment.
-func (s Source) Name() string { return s.Provider + "/" + s.SourceAccount + "/" + s.Environment }
+// Name identifies the source in reconcile_checkpoint, reconcile_redelivery
+// and reports: provider/account/environment, then /Key when set.
+func (s Source) Name() string {
+	n := s.Provider + "/" + s.SourceAccount + "/" + s.Environment
+	if s.Key != "" {
+		n += "/" + s.Key
+	}
+	return n
+}
+
+// Accepting is the endpoint a listed event of eventType is ingested
+// under: the first of Endpoints (or Endpoint) that accepts it, or nil.
+func (s Source) Accepting(eventType string) *Endpoint {
+	if len(s.Endpoints) == 0 {
+		if s.Endpoint != nil && s.Endpoint.Allows(eventType) {
+			return s.Endpoint
+		}
+		return nil
+	}
+	for _, ep := range s.Endpoints {
+		if ep.Allows(eventType) {
+			return ep
+		}
+	}
+	return nil
+}

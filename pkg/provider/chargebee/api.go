@@ -148,10 +148,16 @@ type statusError struct {
 	path     string
 	status   int
 	sentinel error
+	// param and code are Chargebee's error document's param and
+	// api_error_code (https://apidocs.chargebee.com/docs/api/error-handling).
+	param, code string
 }
 
 func (e *statusError) Error() string {
 	s := fmt.Sprintf("chargebee api: GET %s: %d", e.path, e.status)
+	if e.code != "" {
+		s += fmt.Sprintf(" %.64s (param %.64q)", e.code, e.param)
+	}
 	if e.sentinel != nil {
 		s = e.sentinel.Error() + ": " + s
 	}
@@ -181,6 +187,13 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 		return body, nil
 	}
 	e := &statusError{path: path, status: resp.StatusCode}
+	var doc struct {
+		Param string `json:"param"`
+		Code  string `json:"api_error_code"`
+	}
+	if json.Unmarshal(body, &doc) == nil {
+		e.param, e.code = doc.Param, doc.Code
+	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		e.sentinel = ErrRateLimited
@@ -190,4 +203,14 @@ func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
 		e.sentinel = ErrServer
 	}
 	return nil, e
+}
+
+// BadParam reports the parameter Chargebee refused with a 400 (its error
+// document's param), or "" for any other error.
+func BadParam(err error) string {
+	var se *statusError
+	if errors.As(err, &se) && se.status == http.StatusBadRequest {
+		return se.param
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package chargebee
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -20,6 +21,12 @@ func (c Events) ListEvents(ctx context.Context, since time.Time, cursor string, 
 	// the bound's own second.
 	evs, next, err := c.Client.ListEvents(ctx, since.Add(-time.Second), cursor, limit)
 	if err != nil {
+		// next_offset is opaque and may stop being valid (events age out);
+		// Chargebee refuses it as a wrong offset parameter, 400
+		// (https://apidocs.chargebee.com/docs/api/error-handling).
+		if cursor != "" && BadParam(err) == "offset" {
+			return provider.EventPage{}, fmt.Errorf("%w: %w", provider.ErrCursorGone, err)
+		}
 		return provider.EventPage{}, err
 	}
 	page := provider.EventPage{Events: make([]provider.ListedEvent, len(evs)), Next: next}

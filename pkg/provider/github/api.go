@@ -43,6 +43,10 @@ var (
 	ErrUnauthorized = errors.New("github api: unauthorized")
 	// ErrNotFound: the hook or delivery does not exist (or the token may not see it).
 	ErrNotFound = errors.New("github api: not found")
+	// ErrUnprocessable: 422 Validation Failed, e.g. a redelivery of a
+	// delivery older than GitHub redelivers, or a listing cursor it no
+	// longer knows.
+	ErrUnprocessable = errors.New("github api: unprocessable")
 )
 
 // Hook names one configured webhook whose deliveries can be listed and
@@ -204,10 +208,16 @@ type statusError struct {
 	method, path string
 	status       int
 	sentinel     error
+	// message is GitHub's own "message" (and first error's), which says
+	// why a 422 refused the request.
+	message string
 }
 
 func (e *statusError) Error() string {
 	s := fmt.Sprintf("github api: %s %s: %d", e.method, e.path, e.status)
+	if e.message != "" {
+		s += " " + e.message
+	}
 	if e.sentinel != nil {
 		s = e.sentinel.Error() + ": " + s
 	}
@@ -251,7 +261,7 @@ func (c *Client) send(ctx context.Context, method, path string, want int) ([]byt
 	if resp.StatusCode == want {
 		return body, resp.Header, nil
 	}
-	e := &statusError{method: method, path: path, status: resp.StatusCode}
+	e := &statusError{method: method, path: path, status: resp.StatusCode, message: errorMessage(body)}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests,
 		resp.StatusCode == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0":
@@ -260,8 +270,30 @@ func (c *Client) send(ctx context.Context, method, path string, want int) ([]byt
 		e.sentinel = ErrUnauthorized
 	case resp.StatusCode == http.StatusNotFound:
 		e.sentinel = ErrNotFound
+	case resp.StatusCode == http.StatusUnprocessableEntity:
+		e.sentinel = ErrUnprocessable
 	case resp.StatusCode >= 500:
 		e.sentinel = ErrServer
 	}
 	return nil, nil, e
+}
+
+// errorMessage reads GitHub's error document
+// (https://docs.github.com/en/rest/using-the-rest-api/troubleshooting-the-rest-api):
+// its message and its first error's, bounded; "" when the body is not one.
+func errorMessage(body []byte) string {
+	var doc struct {
+		Message string `json:"message"`
+		Errors  []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &doc) != nil || doc.Message == "" {
+		return ""
+	}
+	m := doc.Message
+	if len(doc.Errors) > 0 && doc.Errors[0].Message != "" {
+		m += ": " + doc.Errors[0].Message
+	}
+	return fmt.Sprintf("%.200q", m)
 }

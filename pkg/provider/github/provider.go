@@ -55,6 +55,20 @@ func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provid
 			return nil, err
 		}
 		return &provider.Source{Provider: provider.GitHub, SourceAccount: ep.SourceAccount,
-			Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}}, nil
+			Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}, Listing: hookListing(*ep.GitHubHook)}, nil
 	}), nil
+}
+
+// hookListing names a hook's deliveries listing: deliveries are listed per
+// hook, so every hook of an account is walked, and endpoints sharing one
+// hook are walked once.
+func hookListing(h provider.GitHubHook) string {
+	switch {
+	case h.AppID != "":
+		return "app:" + h.AppID
+	case h.Org != "":
+		return fmt.Sprintf("org:%s#%d", h.Org, h.HookID)
+	default:
+		return fmt.Sprintf("repo:%s#%d", h.Repo, h.HookID)
+	}
 }

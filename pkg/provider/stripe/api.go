@@ -269,27 +269,41 @@ func (c *Client) ListObjects(ctx context.Context, account, resourceType, startin
 	}
 	body, err := c.do(ctx, account, path)
 	if err != nil {
+		// An object deleted since (test-mode data, a deleted customer's
+		// subscriptions) is no longer a cursor Stripe knows: 400
+		// resource_missing (https://docs.stripe.com/api/pagination).
+		if startingAfter != "" && ErrorCode(err) == "resource_missing" {
+			return nil, false, fmt.Errorf("%w: %w", provider.ErrCursorGone, err)
+		}
 		return nil, false, err
 	}
 	var page struct {
-		Data []struct {
-			ID                string `json:"id"`
-			Status            string `json:"status"`
-			CancelAtPeriodEnd *bool  `json:"cancel_at_period_end"`
-			Deleted           bool   `json:"deleted"`
-			Livemode          *bool  `json:"livemode"`
-		} `json:"data"`
-		HasMore bool `json:"has_more"`
+		Data    []json.RawMessage `json:"data"`
+		HasMore bool              `json:"has_more"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
 		return nil, false, fmt.Errorf("stripeapi: GET %s: decode list: %w", path, err)
 	}
 	out := make([]provider.Listed, 0, len(page.Data))
-	for _, d := range page.Data {
+	for _, raw := range page.Data {
+		var d struct {
+			ID                string `json:"id"`
+			Status            string `json:"status"`
+			CancelAtPeriodEnd *bool  `json:"cancel_at_period_end"`
+			Deleted           bool   `json:"deleted"`
+			Livemode          *bool  `json:"livemode"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil || d.ID == "" {
+			return nil, false, fmt.Errorf("stripeapi: GET %s: decode list item", path)
+		}
 		if err := c.checkMode(path, d.ID, d.Livemode); err != nil {
 			return nil, false, err
 		}
-		out = append(out, provider.Listed{ID: d.ID, Status: d.Status, CancelAtPeriodEnd: d.CancelAtPeriodEnd, Deleted: d.Deleted})
+		// A listed object is the document GET /v1/<objects>/{id} returns
+		// (https://docs.stripe.com/api/subscriptions/list: "a dictionary
+		// with a data property that contains an array of ... subscriptions"),
+		// the same the Fetcher stores.
+		out = append(out, provider.Listed{ID: d.ID, Status: d.Status, CancelAtPeriodEnd: d.CancelAtPeriodEnd, Deleted: d.Deleted, State: raw})
 	}
 	return out, page.HasMore, nil
 }

@@ -231,6 +231,15 @@ func (s *Sim) listEvents(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	all := slices.Clone(s.log)
 	s.mu.Unlock()
+	// next_offset is opaque and names where the previous page stopped; one
+	// that names no event Chargebee still keeps is refused as a wrong
+	// parameter, in Chargebee's error shape
+	// (https://apidocs.chargebee.com/docs/api/error-handling), not read as
+	// "from the start".
+	if from != nil && !slices.ContainsFunc(all, func(l logged) bool { return l.seq == from.Seq && l.occurredAt == from.At }) {
+		bad("offset")
+		return
+	}
 	order := func(a, b logged) int {
 		return cmp.Or(cmp.Compare(a.occurredAt, b.occurredAt), cmp.Compare(a.seq, b.seq))
 	}

@@ -16,6 +16,9 @@
 //     each with its id; a rename or a transfer (RenameRepo) changes the
 //     repository's full_name and keeps its id
 //     (https://docs.github.com/en/repositories/creating-and-managing-repositories/renaming-a-repository);
+//   - only deliveries of the last 3 days are redelivered: an older one is
+//     refused with 422 Validation Failed, an id it never had is a 404
+//     (https://docs.github.com/en/rest/repos/webhooks#redeliver-a-delivery-for-a-repository-webhook);
 //   - a redelivery keeps the X-GitHub-Delivery guid of the original, gets
 //     a new delivery id and "redelivery": true, and is sent after the 202
 //     that accepts the request, not during it;
@@ -23,6 +26,7 @@
 //     30, the next page's cursor in the Link header's rel="next"), newest
 //     first, and keeps deliveries of the last 3 days
 //     (https://docs.github.com/en/rest/repos/webhooks#list-deliveries-for-a-repository-webhook);
+//     a cursor naming a delivery no longer listed is a 422;
 //   - every API call needs the hook's token (401 otherwise); an unknown
 //     hook is a 404;
 //   - an App's webhook (Config.AppID) is listed at /app/hook/deliveries
@@ -120,6 +124,9 @@ type Config struct {
 	// HTTPClient sends deliveries; nil uses a client with a 10s timeout,
 	// GitHub's own delivery deadline.
 	HTTPClient *http.Client
+	// Now is GitHub's clock: delivery times, the 3-day listing and
+	// redelivery limit. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // Delivery is a delivery as the simulator keeps it.
@@ -158,6 +165,9 @@ func New(cfg Config) *Sim {
 	cfg.ContentType = cmp.Or(cfg.ContentType, ContentTypeForm)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}, repoName: cfg.Repo}
 	base := ""
@@ -297,7 +307,7 @@ func (s *Sim) deliver(ctx context.Context, guid, event string, body []byte, rede
 	}
 	s.mu.Lock()
 	s.seq++
-	d := Delivery{Delivery: github.Delivery{ID: s.seq, GUID: guid, DeliveredAt: time.Now().UTC(), Redelivery: redelivery,
+	d := Delivery{Delivery: github.Delivery{ID: s.seq, GUID: guid, DeliveredAt: s.cfg.Now().UTC(), Redelivery: redelivery,
 		StatusCode: status, Event: event, Action: action, Status: statusText(status)}, body: body}
 	s.log = append(s.log, d)
 	s.mu.Unlock()
@@ -387,10 +397,20 @@ func (s *Sim) list(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	cutoff := time.Now().Add(-DeliveryRetention)
+	cutoff := s.cfg.Now().Add(-DeliveryRetention)
 	s.mu.Lock()
 	all := slices.Clone(s.log)
 	s.mu.Unlock()
+	// A cursor names a delivery of the last 3 days; one GitHub no longer
+	// lists is refused with 422 Validation Failed
+	// (https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api),
+	// never read as "from the newest".
+	if after >= 0 && !slices.ContainsFunc(all, func(d Delivery) bool { return d.ID == after && !d.DeliveredAt.Before(cutoff) }) {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+			"errors":            []map[string]string{{"resource": "HookDelivery", "field": "cursor", "code": "invalid"}},
+			"documentation_url": "https://docs.github.com/rest/repos/webhooks#list-deliveries-for-a-repository-webhook"})
+		return
+	}
 	slices.Reverse(all)
 	out := []github.Delivery{}
 	more := false
@@ -424,19 +444,28 @@ func (s *Sim) redeliver(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	// Only deliveries of the last 3 days can be redelivered, as only
-	// those are listed
-	// (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks).
-	cutoff := time.Now().Add(-DeliveryRetention)
-	i := slices.IndexFunc(s.log, func(d Delivery) bool { return d.ID == id && !d.DeliveredAt.Before(cutoff) })
+	i := slices.IndexFunc(s.log, func(d Delivery) bool { return d.ID == id })
+	// Only deliveries of the last 3 days can be redelivered
+	// (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks);
+	// GitHub refuses an older one with 422 Validation Failed, the answer
+	// the API documents for the attempts endpoint
+	// (https://docs.github.com/en/rest/repos/webhooks#redeliver-a-delivery-for-a-repository-webhook).
+	expired := i >= 0 && s.log[i].DeliveredAt.Before(s.cfg.Now().Add(-DeliveryRetention))
 	var d Delivery
-	if i >= 0 {
+	if i >= 0 && !expired {
 		d = s.log[i]
 		s.redeliveries[d.GUID]++
 	}
 	s.mu.Unlock()
 	if i < 0 {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found",
+			"documentation_url": "https://docs.github.com/rest/repos/webhooks#redeliver-a-delivery-for-a-repository-webhook"})
+		return
+	}
+	if expired {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+			"errors":            []map[string]string{{"resource": "HookDelivery", "code": "custom", "message": "Delivery is too old to redeliver"}},
+			"documentation_url": "https://docs.github.com/rest/repos/webhooks#redeliver-a-delivery-for-a-repository-webhook"})
 		return
 	}
 	s.wg.Add(1)

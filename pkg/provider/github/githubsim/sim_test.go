@@ -77,9 +77,12 @@ func TestSimulatedHookListsAndRedeliversLikeGitHub(t *testing.T) {
 	require.NotEqual(t, ds[1].ID, page[0].ID)
 	require.Equal(t, http.StatusOK, page[0].StatusCode)
 
-	// Past GitHub's 3 days a delivery is neither listed nor redelivered.
+	// Past GitHub's 3 days a delivery is neither listed nor redelivered:
+	// 422 Validation Failed, GitHub's documented refusal; an id it never
+	// had is a 404.
 	sim.Backdate(githubsim.DeliveryRetention + time.Hour)
-	require.ErrorIs(t, c.Redeliver(ctx, page[0].ID), github.ErrNotFound)
+	require.ErrorIs(t, c.Redeliver(ctx, page[0].ID), github.ErrUnprocessable)
+	require.ErrorIs(t, c.Redeliver(ctx, 999999), github.ErrNotFound)
 	page, _, err = c.ListDeliveries(ctx, "", 10)
 	require.NoError(t, err)
 	require.Empty(t, page)
