@@ -177,7 +177,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		fr := &fetchResult{}
 		out[key] = fr
 		if l := plans[key].listed; l != nil {
-			fr.f, fr.at = listedFetched(l), l.At
+			fr.f, fr.start = listedFetched(l), projection.FetchStart{At: l.At, Seq: l.Seq}
 			continue
 		}
 		f := w.p.cfg.Fetchers[st.msg.Provider]

@@ -37,7 +37,7 @@ func fetchPlans(steps []*step) map[string]*fetchPlan {
 			p.background, p.listed = false, nil
 			continue
 		}
-		if p.background && st.msg.Listed != nil && (p.listed == nil || st.msg.Listed.At.After(p.listed.At)) {
+		if p.background && st.msg.Listed != nil && (p.listed == nil || st.msg.Listed.Seq > p.listed.Seq) {
 			p.listed = st.msg.Listed
 		}
 	}

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"time"
 
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -28,7 +27,7 @@ const (
 // each diverged resource; a check carries the listed state when the
 // listing has it (listedAt, the database clock before the page was asked
 // for, dates it), so the processor writes it without a provider call.
-func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, listedAt time.Time, rep *SourceReport) error {
+func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, listedAt projection.FetchStart, rep *SourceReport) error {
 	listed := make([]projection.Listed, len(items))
 	for i, it := range items {
 		listed[i] = projection.Listed{ID: it.ID, Status: it.Status, CancelAtPeriodEnd: it.CancelAtPeriodEnd, Deleted: it.Deleted, State: it.State}

@@ -139,7 +139,7 @@ func (r *Reconciler) walkListing(ctx context.Context, s provider.Source, rep *So
 	terminal := terminal(s)
 	restarted := false
 	for {
-		listedAt, err := projection.Clock(ctx, r.pool)
+		listedAt, err := projection.StartFetch(ctx, r.pool)
 		if err != nil {
 			return r.interrupted(ctx, s, lr, after, err)
 		}

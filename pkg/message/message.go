@@ -70,6 +70,10 @@ type Listed struct {
 	// At is the database clock just before the listing's page was asked
 	// for: no later than what the provider showed.
 	At time.Time `json:"at"`
+	// Seq numbers the observation among every fetch's
+	// (projection.StartFetch): fetched writes are ordered by it, not by a
+	// clock.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Decode parses and checks a record value.

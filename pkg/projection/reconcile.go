@@ -225,7 +225,7 @@ WITH l AS (` + divergedSQL + `
         -- and calls no provider.
         || CASE WHEN state IS NULL THEN '{}'::jsonb
                 ELSE jsonb_build_object('listed', jsonb_build_object('state', state::jsonb, 'status', listed_status,
-                    'deleted', listed_deleted, 'at', $12::timestamptz)) END
+                    'deleted', listed_deleted, 'at', $12::timestamptz, 'seq', $13::int8)) END
     FROM l WHERE kind IS NOT NULL AND check_now
     RETURNING 1
 ), div AS (
@@ -250,9 +250,10 @@ SELECT (SELECT count(*) FROM chk),
 // resources found in sync. It returns the checks sent and the new
 // divergences by kind.
 //
-// listedAt is the database clock read just before the listing's page was
-// asked for: the time of the observations the checks carry.
-func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Listed, listedAt time.Time) (int64, map[string]int64, error) {
+// listed is the fetch start (StartFetch) read just before the listing's
+// page was asked for: it orders the observations the checks carry against
+// every fetch, as a fetch's own start does.
+func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Listed, listed FetchStart) (int64, map[string]int64, error) {
 	ids, statuses, capes, deleted := make([]string, len(items)), make([]string, len(items)), make([]string, len(items)), make([]bool, len(items))
 	states := make([]*string, len(items))
 	for i, it := range items {
@@ -268,7 +269,7 @@ func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Li
 	var checked int64
 	var raw []byte
 	if err := pool.QueryRow(ctx, enqueueListedSQL, sc.Provider, sc.SourceAccount, sc.Environment, sc.ResourceType,
-		sc.StaleAfter.Seconds(), sc.Terminal, ids, statuses, capes, deleted, states, listedAt).Scan(&checked, &raw); err != nil {
+		sc.StaleAfter.Seconds(), sc.Terminal, ids, statuses, capes, deleted, states, listed.At, listed.Seq).Scan(&checked, &raw); err != nil {
 		return 0, nil, fmt.Errorf("enqueue checks: %w", err)
 	}
 	var kinds map[string]int64
@@ -276,16 +277,4 @@ func EnqueueListed(ctx context.Context, pool *pgxpool.Pool, sc Scope, items []Li
 		return 0, nil, fmt.Errorf("read divergences: %w", err)
 	}
 	return checked, kinds, nil
-}
-
-// Clock reads the database clock, by which observations of several
-// processes are compared: a listing reads it before asking for a page, so
-// the observations the page carries are never dated later than what the
-// provider showed.
-func Clock(ctx context.Context, pool *pgxpool.Pool) (time.Time, error) {
-	var t time.Time
-	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
-		return t, fmt.Errorf("read the database clock: %w", err)
-	}
-	return t, nil
 }
