@@ -69,6 +69,11 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
+	// The version checked here must be the one every later reader of the
+	// stored document finds.
+	if err := provider.CheckUniqueKeys(body); err != nil {
+		return provider.Event{}, err
+	}
 	out, err := read(&ep.Paths, doc)
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
