@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -12,7 +11,10 @@ import (
 
 // Interpret implements provider.Interpreter. A paid invoice in the
 // content is a fact and a receipt to send; the resource's object is a
-// snapshot at its resource_version (a "_deleted" event's, a tombstone).
+// snapshot (a "_deleted" event's, a tombstone) at the version intake read
+// and checked against version_skew, the inbox row's. The version is never
+// read from the payload again: a second reading could find another one,
+// and an event stored without a version asks for no snapshot.
 func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provider.Plan, error) {
 	var doc struct {
 		Content map[string]json.RawMessage `json:"content"`
@@ -34,22 +36,17 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 		}
 	}
 	obj, ok := doc.Content[ev.ResourceType]
-	if !ok || ev.ResourceID == "" {
+	if !ok || ev.ResourceID == "" || ev.Version == nil {
 		return p, nil
 	}
 	var s struct {
-		Status          string      `json:"status"`
-		ResourceVersion json.Number `json:"resource_version"`
-		Deleted         bool        `json:"deleted"`
+		Status  string `json:"status"`
+		Deleted bool   `json:"deleted"`
 	}
 	if err := json.Unmarshal(obj, &s); err != nil {
 		return provider.Plan{}, fmt.Errorf("%w: content.%s: %v", provider.ErrMalformed, ev.ResourceType, err)
 	}
-	v, err := strconv.ParseInt(string(s.ResourceVersion), 10, 64)
-	if err != nil {
-		return provider.Plan{}, fmt.Errorf("%w: content.%s.resource_version: %q", provider.ErrMalformed, ev.ResourceType, s.ResourceVersion)
-	}
-	p.Snapshot = &provider.Snapshot{Version: v, State: obj, Status: s.Status,
+	p.Snapshot = &provider.Snapshot{Version: *ev.Version, State: obj, Status: s.Status,
 		Deleted: s.Deleted || strings.HasSuffix(ev.EventType, "_deleted")}
 	return p, nil
 }

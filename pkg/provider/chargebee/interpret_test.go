@@ -10,8 +10,10 @@ import (
 
 func TestInterpret(t *testing.T) {
 	t.Parallel()
+	v := func(n int64) *int64 { return &n }
 	sub := `{"id":"sub_1","status":"cancelled","resource_version":1700000000123}`
 	got, err := Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_cancelled", ResourceType: "subscription", ResourceID: "sub_1",
+		Version: v(1700000000123),
 		Payload: []byte(`{"content":{"subscription":` + sub + `,"invoice":{"id":"inv_1","status":"paid"}}}`)}, nil)
 	require.NoError(t, err)
 	require.Equal(t, provider.Plan{
@@ -20,7 +22,7 @@ func TestInterpret(t *testing.T) {
 		Actions:  []provider.Action{{Subject: "inv_1", Kind: "receipt"}},
 	}, got)
 
-	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_deleted", ResourceType: "subscription", ResourceID: "sub_1",
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_deleted", ResourceType: "subscription", ResourceID: "sub_1", Version: v(5),
 		Payload: []byte(`{"content":{"subscription":{"resource_version":5}}}`)}, nil)
 	require.NoError(t, err)
 	require.True(t, got.Snapshot.Deleted, "a _deleted event is a tombstone")
@@ -30,8 +32,13 @@ func TestInterpret(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got.Facts, "an unpaid invoice is no fact")
 
-	for _, payload := range []string{`{`, `{"content":{"subscription":{"resource_version":"x"}}}`, `{"content":{"subscription":[]}}`} {
-		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Payload: []byte(payload)}, nil)
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","subscription_id":"sub_1"},"subscription":{"id":"sub_1","resource_version":9}}}`)}, nil)
+	require.NoError(t, err)
+	require.Nil(t, got.Snapshot, "stored without a version, the event asks for no snapshot")
+
+	for _, payload := range []string{`{`, `{"content":{"subscription":[]}}`} {
+		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Version: v(1), Payload: []byte(payload)}, nil)
 		require.ErrorIs(t, err, provider.ErrMalformed, payload)
 	}
 }
