@@ -92,23 +92,18 @@ func (Verifier) Identify(ep *provider.Endpoint, body []byte, now time.Time) (pro
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
-	// resource_version is the time of the change in milliseconds, and a
-	// projection only moves to greater versions: one version far ahead of
-	// the clock would make every real update after it look stale.
-	skew := ep.VersionSkew
-	if skew <= 0 {
-		skew = VersionSkewDefault
-	}
-	if out.Version != nil && *out.Version > now.Add(skew).UnixMilli() {
-		return out, fmt.Errorf("%w: resource_version %d is %s ahead of the receiver's clock (version_skew %s)",
-			provider.ErrVersionFromFuture, *out.Version, time.UnixMilli(*out.Version).Sub(now).Round(time.Second), skew)
+	// resource_version is the time of the change in milliseconds.
+	if out.Version != nil {
+		if err := provider.CheckTimeVersion(ep, *out.Version, now); err != nil {
+			return out, fmt.Errorf("resource_version: %w", err)
+		}
 	}
 	return out, nil
 }
 
 // VersionSkewDefault is how far ahead of the clock a resource_version may
 // lie unless the endpoint sets version_skew.
-const VersionSkewDefault = 24 * time.Hour
+const VersionSkewDefault = provider.VersionSkewDefault
 
 // parseBasic reads an RFC 7617 Basic credential. The scheme is
 // case-insensitive; the base64 must be canonical so one credential has one
