@@ -145,18 +145,48 @@ func IsLive(environment string) bool {
 
 // Allows reports whether the endpoint's allow-list admits eventType.
 func (e *Endpoint) Allows(eventType string) bool {
-	if len(e.EventTypes) == 0 {
-		return true
-	}
-	for _, t := range e.EventTypes {
+	return len(e.EventTypes) == 0 || matchType(e.EventTypes, eventType) != ""
+}
+
+// matchType returns the first entry of patterns that admits eventType
+// (an exact name, "*", or a prefix ending in "*"); "" when none does.
+func matchType(patterns []string, eventType string) string {
+	for _, t := range patterns {
 		if t == eventType || t == "*" {
-			return true
+			return t
 		}
 		if n := len(t); n > 0 && t[n-1] == '*' && len(eventType) >= n-1 && eventType[:n-1] == t[:n-1] {
-			return true
+			return t
 		}
 	}
-	return false
+	return ""
+}
+
+// OtherEventType is the metric label of every event type that no
+// configuration names.
+const OtherEventType = "other"
+
+// TypeLabel is the label a metric counts an event of eventType under:
+// the endpoint's allow-list entry that admits it (the pattern, for a
+// pattern), else, without an allow-list, the provider's known entry
+// (EventTyper), else OtherEventType. A sender chooses its event types;
+// a label must not let it choose how many series a metric has. ep may be
+// nil (an endpoint no longer configured).
+func TypeLabel(ep *Endpoint, known []string, eventType string) string {
+	if ep != nil && len(ep.EventTypes) > 0 {
+		known = ep.EventTypes
+	}
+	if t := matchType(known, eventType); t != "" {
+		return t
+	}
+	return OtherEventType
+}
+
+// EventTyper is what an adapter may offer: the event types it knows, in
+// the allow-list's syntax (a trailing "*" matches a prefix). Metrics count
+// events of other types under OtherEventType.
+type EventTyper interface {
+	KnownEventTypes() []string
 }
 
 // Event is what an adapter read from a verified delivery.

@@ -58,3 +58,13 @@ func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provid
 			Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}}, nil
 	}), nil
 }
+
+// KnownEventTypes implements provider.EventTyper: GitHub's common webhook
+// events, each with any action
+// (https://docs.github.com/en/webhooks/webhook-events-and-payloads).
+func (Provider) KnownEventTypes() []string {
+	return []string{"ping", "push", "create", "delete", "fork", "issues.*", "issue_comment.*", "pull_request.*",
+		"pull_request_review.*", "pull_request_review_comment.*", "release.*", "repository.*", "member.*",
+		"membership.*", "organization.*", "installation.*", "installation_repositories.*", "check_run.*",
+		"check_suite.*", "workflow_run.*", "workflow_job.*", "star.*", "meta.*"}
+}
