@@ -47,6 +47,10 @@ func runReceiver(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
+	// With GOGC=400 the heap may grow to five times the live data before
+	// a collection: the runtime must know the container's limit, or the
+	// kernel kills the process first.
+	applyMemoryLimit(e.log, os.Getenv, os.DirFS("/"), e.cfg.Receiver.MemoryLimit)
 	r, err := e.receiver()
 	if err != nil {
 		return err
