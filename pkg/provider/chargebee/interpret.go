@@ -13,8 +13,9 @@ import (
 // content is a fact and a receipt to send; the resource's object is a
 // snapshot (a "_deleted" event's, a tombstone) at the version intake read
 // and checked against version_skew, the inbox row's. The version is never
-// read from the payload again: a second reading could find another one,
-// and an event stored without a version asks for no snapshot.
+// read from the payload again: a second reading could find another one.
+// A resource object stored without a version is a snapshot that cannot
+// be ordered: malformed, as Chargebee always sends resource_version.
 func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provider.Plan, error) {
 	var doc struct {
 		Content map[string]json.RawMessage `json:"content"`
@@ -36,8 +37,11 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 		}
 	}
 	obj, ok := doc.Content[ev.ResourceType]
-	if !ok || ev.ResourceID == "" || ev.Version == nil {
+	if !ok || ev.ResourceID == "" {
 		return p, nil
+	}
+	if ev.Version == nil {
+		return provider.Plan{}, fmt.Errorf("%w: content.%s stored without a resource_version", provider.ErrMalformed, ev.ResourceType)
 	}
 	var s struct {
 		Status  string `json:"status"`

@@ -27,18 +27,24 @@ func TestInterpret(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.Snapshot.Deleted, "a _deleted event is a tombstone")
 
-	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "invoice", ResourceID: "inv_2",
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "invoice", ResourceID: "inv_2", Version: v(9),
 		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","status":"pending","resource_version":9}}}`)}, nil)
 	require.NoError(t, err)
 	require.Empty(t, got.Facts, "an unpaid invoice is no fact")
 
 	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "subscription", ResourceID: "sub_1",
-		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","subscription_id":"sub_1"},"subscription":{"id":"sub_1","resource_version":9}}}`)}, nil)
+		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","subscription_id":"sub_1","status":"paid"}}}`)}, nil)
 	require.NoError(t, err)
-	require.Nil(t, got.Snapshot, "stored without a version, the event asks for no snapshot")
+	require.Nil(t, got.Snapshot, "an invoice without its subscription's object is no snapshot")
+	require.Len(t, got.Facts, 1)
 
 	for _, payload := range []string{`{`, `{"content":{"subscription":[]}}`} {
 		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Version: v(1), Payload: []byte(payload)}, nil)
 		require.ErrorIs(t, err, provider.ErrMalformed, payload)
 	}
+	// The row's version is the one intake read; without one, the object
+	// beside it is a snapshot nobody can order, whatever it says inside.
+	_, err = Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"content":{"subscription":{"id":"sub_1","resource_version":9}}}`)}, nil)
+	require.ErrorIs(t, err, provider.ErrMalformed)
 }
