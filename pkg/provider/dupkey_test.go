@@ -47,10 +47,13 @@ func TestPayloadWithDuplicateKeysIsMalformedAtAnyDepth(t *testing.T) {
 	require.ErrorIs(t, provider.CheckUniqueKeys([]byte("{"+strings.Join(many, ",")+`,"KEYAA":2}`)), provider.ErrDuplicateKey)
 }
 
+// benchBody is a Chargebee subscription event of ordinary size.
+var benchBody = []byte(`{"id":"ev_16BPgETyVrQbiGhA","occurred_at":1700000000,"source":"admin_console","object":"event","api_version":"v2","event_type":"subscription_cancelled","content":{"subscription":{"id":"sub_42","customer_id":"cus_1","status":"cancelled","resource_version":1700000000123,"items":[{"item_price_id":"basic-USD","quantity":1,"amount":1000},{"item_price_id":"addon-USD","quantity":2,"amount":500}]},"customer":{"id":"cus_1","email":"a@example.com","first_name":"A","resource_version":1699999999000,"billing_address":{"line1":"x","city":"y","country":"US"}}}}`)
+
 // The check runs on every delivery: it must stay a single pass without
 // allocating per key for ordinary payloads.
 func BenchmarkCheckUniqueKeys(b *testing.B) {
-	body := []byte(`{"id":"ev_16BPgETyVrQbiGhA","occurred_at":1700000000,"source":"admin_console","object":"event","api_version":"v2","event_type":"subscription_cancelled","content":{"subscription":{"id":"sub_42","customer_id":"cus_1","status":"cancelled","resource_version":1700000000123,"items":[{"item_price_id":"basic-USD","quantity":1,"amount":1000},{"item_price_id":"addon-USD","quantity":2,"amount":500}]},"customer":{"id":"cus_1","email":"a@example.com","first_name":"A","resource_version":1699999999000,"billing_address":{"line1":"x","city":"y","country":"US"}}}}`)
+	body := benchBody
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -62,7 +65,7 @@ func BenchmarkCheckUniqueKeys(b *testing.B) {
 
 // For scale: what intake's decoding of the same body costs.
 func BenchmarkUnmarshalForComparison(b *testing.B) {
-	body := []byte(`{"id":"ev_16BPgETyVrQbiGhA","occurred_at":1700000000,"source":"admin_console","object":"event","api_version":"v2","event_type":"subscription_cancelled","content":{"subscription":{"id":"sub_42","customer_id":"cus_1","status":"cancelled","resource_version":1700000000123,"items":[{"item_price_id":"basic-USD","quantity":1,"amount":1000},{"item_price_id":"addon-USD","quantity":2,"amount":500}]},"customer":{"id":"cus_1","email":"a@example.com","first_name":"A","resource_version":1699999999000,"billing_address":{"line1":"x","city":"y","country":"US"}}}}`)
+	body := benchBody
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
