@@ -301,7 +301,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 	for _, st := range steps {
 		m := st.msg
 		if st.failed {
-			w.p.metrics.failures.WithLabelValues(m.Provider, eventTypeLabel(st)).Inc()
+			w.p.metrics.failures.WithLabelValues(w.p.failureLabels(m, eventTypeLabel(st))...).Inc()
 		}
 		// A replay's lag would be measured from the original arrival.
 		if st.row != nil && m.Reason != message.ReasonReplay && (st.outcome == projection.Applied || st.outcome == projection.Fetched) {

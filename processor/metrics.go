@@ -1,6 +1,12 @@
 package processor
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/registry"
+)
 
 type metrics struct {
 	records         prometheus.Counter
@@ -22,6 +28,23 @@ type metrics struct {
 	rejoins          *prometheus.CounterVec
 	countChanged     prometheus.Gauge
 	offsetCommits    *prometheus.CounterVec
+}
+
+// failureLabels are the provider and type labels a failure of m, an event
+// of eventType (or a check), is counted under. Only configured names
+// become labels: the type as the endpoint's allow-list (else the
+// provider's known types) names it, else "other"; a provider no adapter
+// handles is "other" too. Whoever sends events chooses their types, and
+// every distinct label value is a series kept until restart.
+func (p *Processor) failureLabels(m message.Message, eventType string) []string {
+	prov := m.Provider
+	if _, err := registry.Lookup(prov); err != nil {
+		prov = provider.OtherEventType
+	}
+	if eventType != message.KindCheck {
+		eventType = provider.TypeLabel(p.endpoints[m.EndpointID], registry.KnownEventTypes(m.Provider), eventType)
+	}
+	return []string{prov, eventType}
 }
 
 // receiveToApplyBuckets reach from a healthy pipeline's tens of milliseconds

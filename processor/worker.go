@@ -185,7 +185,7 @@ func (w *worker) isolate(ctx context.Context, recs []*kgo.Record, cause error) b
 	}
 	w.p.metrics.events.WithLabelValues("dead").Inc()
 	if m, err := message.Decode(recs[0].Value); err == nil && m.Kind == message.KindEvent {
-		w.p.metrics.failures.WithLabelValues(m.Provider, m.EventType).Inc()
+		w.p.metrics.failures.WithLabelValues(w.p.failureLabels(m, m.EventType)...).Inc()
 	}
 	w.commit(recs)
 	return true

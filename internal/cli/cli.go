@@ -30,6 +30,12 @@ const (
 
 // Main runs the binary and returns its exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// First, so that every reader of the environment after it, ours and
+	// the OpenTelemetry SDK's, sees NAME_FILE's value for NAME.
+	if err := config.ResolveFileVars(os.Environ(), os.LookupEnv, os.Setenv); err != nil {
+		fmt.Fprintf(stderr, "hookyard: %v\n", err)
+		return 1
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	fs := flag.NewFlagSet("hookyard", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -66,9 +66,11 @@ var commands = []command{
 	{name: "api", kind: service, run: runAPI,
 		usage: "  api             query/ops API on OPS_ADDR (default 127.0.0.1:8081)\n"},
 	{name: "dev", kind: service, devDefaults: true, run: runDevCmd, conns: fixedConns(24),
-		usage: `  dev             all of the above in one process, embedded Kafka and Stripe simulator; with
+		usage: `  dev [-listen-public]
+                  all of the above in one process, embedded Kafka and Stripe simulator; with
                   DATABASE_URL unset and nothing on 127.0.0.1:5432, an embedded PostgreSQL too
-                  (data in /var/lib/hookyard/dev-postgres as root, else ~/.local/state/hookyard)
+                  (data in /var/lib/hookyard/dev-postgres as root, else ~/.local/state/hookyard);
+                  loopback addresses only unless -listen-public
 `},
 
 	{name: "demo", kind: client, run: runDemo,

@@ -56,7 +56,9 @@ func devDatabase(ctx context.Context, cmd string, cfg *config.Config, log *slog.
 		_ = conn.Close()
 		return !devpg.Leftover(devpg.DefaultDataDir(), port)
 	}
-	if !startsDatabase(cmd, os.Getenv("DATABASE_URL") != "", somethingElseAnswers) {
+	// DATABASE_URL_FILE configures a database as surely as DATABASE_URL:
+	// seeing only the latter, dev would replace it with its own.
+	if !startsDatabase(cmd, config.IsSet(os.LookupEnv, "DATABASE_URL"), somethingElseAnswers) {
 		return ctx, func() error { return nil }, nil
 	}
 	log.InfoContext(ctx, "DATABASE_URL is unset and no other server answers on "+addr+": starting an embedded postgres for this run")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +27,17 @@ func runMigrate(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 	return nil
 }
 
-func runDevCmd(ctx context.Context, e *env, _ []string, _ io.Writer) error {
-	return runDev(ctx, e, envOr("SIM_ADDR", SimAddrDefault))
+func runDevCmd(ctx context.Context, e *env, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	public := fs.Bool("listen-public", false, "listen on HTTP_ADDR, OPS_ADDR and SIM_ADDR even when they are not loopback")
+	if err := fs.Parse(args); err != nil {
+		return usageErr("dev: %v", err)
+	}
+	simAddr := envOr("SIM_ADDR", SimAddrDefault)
+	if err := checkDevListen(*public, map[string]string{"HTTP_ADDR": e.cfg.HTTPAddr, "OPS_ADDR": e.cfg.OpsAddr, "SIM_ADDR": simAddr}); err != nil {
+		return err
+	}
+	return runDev(ctx, e, simAddr)
 }
 
 func runReceiver(ctx context.Context, e *env, _ []string, _ io.Writer) error {
@@ -37,6 +47,10 @@ func runReceiver(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
+	// With GOGC=400 the heap may grow to five times the live data before
+	// a collection: the runtime must know the container's limit, or the
+	// kernel kills the process first.
+	applyMemoryLimit(e.log, os.Getenv, os.DirFS("/"), e.cfg.Receiver.MemoryLimit)
 	r, err := e.receiver()
 	if err != nil {
 		return err

@@ -415,7 +415,7 @@ func (e *env) startSimulators(ctx context.Context, g *errgroup.Group, simAddr st
 			e.devSites[id] = simBase
 		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: loopbackOnly(mux), ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error { <-ctx.Done(); return srv.Close() })
 	g.Go(func() error {
 		e.log.InfoContext(ctx, "provider simulators", logAttrs...)

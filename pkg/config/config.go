@@ -142,6 +142,12 @@ type Receiver struct {
 	CommitWorkers int `yaml:"commit_workers"`
 	// MaxBatch caps the events coalesced into one statement.
 	MaxBatch int `yaml:"max_batch"`
+	// MemoryLimit is the memory (bytes) the receiver may use, as a
+	// container limit: `hookyard receiver` sets the Go runtime's soft
+	// limit to 85% of it unless GOMEMLIMIT is set. Defaults to the
+	// cgroup's memory limit (v2 memory.max, v1 memory.limit_in_bytes),
+	// else none.
+	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
 // Relay options; zero values take the relay's defaults.

@@ -38,7 +38,8 @@ var (
 	// ErrMalformed: authenticated, but the body is not an event we can read (400).
 	ErrMalformed = errors.New("malformed event")
 	// ErrVersionFromFuture: authenticated, but the event's version lies
-	// further in the future than the endpoint's version_skew allows. The
+	// further in the future than the endpoint's version_skew allows (or,
+	// for a version that is not a time, above MaxPlainVersion). The
 	// event is returned with the error and kept dead, never applied: one
 	// forged or broken snapshot must not pin a projection (400, kept).
 	ErrVersionFromFuture = errors.New("version from the future")
@@ -71,8 +72,8 @@ type Endpoint struct {
 	// which sends up to 25 MB.
 	BodyLimit int64 `yaml:"body_limit"`
 	// VersionSkew bounds how far in the future a version that is a time
-	// (Chargebee's resource_version, in milliseconds) may lie. Defaults to
-	// 24h.
+	// (Chargebee's resource_version, in milliseconds; a Standard Webhooks
+	// version with paths.version_is_time_ms) may lie. Defaults to 24h.
 	VersionSkew time.Duration `yaml:"version_skew"`
 	// StoreRaw keeps the raw body bytes beside the parsed payload. Defaults to false.
 	StoreRaw bool `yaml:"store_raw"`
@@ -113,7 +114,14 @@ type Paths struct {
 	// ResourceTypeValue is a constant resource type. Defaults to "subscription".
 	ResourceTypeValue string `yaml:"resource_type_value"`
 	// Version is optional; when set the event is a versioned snapshot.
+	// A version above 2^53 is refused (kept dead): no JSON sender can be
+	// relied on to write a larger integer exactly, and one such version
+	// would pin the projection. Defaults to none.
 	Version string `yaml:"version"`
+	// VersionIsTimeMs declares that the version is a time in milliseconds
+	// since the epoch, so the endpoint's version_skew bounds it as it
+	// bounds Chargebee's resource_version. Defaults to false.
+	VersionIsTimeMs bool `yaml:"version_is_time_ms"`
 	// Deleted is an optional path to a boolean that marks a deletion.
 	Deleted string `yaml:"deleted"`
 	// State is the path of the resource snapshot. Defaults to "data".
@@ -137,18 +145,48 @@ func IsLive(environment string) bool {
 
 // Allows reports whether the endpoint's allow-list admits eventType.
 func (e *Endpoint) Allows(eventType string) bool {
-	if len(e.EventTypes) == 0 {
-		return true
-	}
-	for _, t := range e.EventTypes {
+	return len(e.EventTypes) == 0 || matchType(e.EventTypes, eventType) != ""
+}
+
+// matchType returns the first entry of patterns that admits eventType
+// (an exact name, "*", or a prefix ending in "*"); "" when none does.
+func matchType(patterns []string, eventType string) string {
+	for _, t := range patterns {
 		if t == eventType || t == "*" {
-			return true
+			return t
 		}
 		if n := len(t); n > 0 && t[n-1] == '*' && len(eventType) >= n-1 && eventType[:n-1] == t[:n-1] {
-			return true
+			return t
 		}
 	}
-	return false
+	return ""
+}
+
+// OtherEventType is the metric label of every event type that no
+// configuration names.
+const OtherEventType = "other"
+
+// TypeLabel is the label a metric counts an event of eventType under:
+// the endpoint's allow-list entry that admits it (the pattern, for a
+// pattern), else, without an allow-list, the provider's known entry
+// (EventTyper), else OtherEventType. A sender chooses its event types;
+// a label must not let it choose how many series a metric has. ep may be
+// nil (an endpoint no longer configured).
+func TypeLabel(ep *Endpoint, known []string, eventType string) string {
+	if ep != nil && len(ep.EventTypes) > 0 {
+		known = ep.EventTypes
+	}
+	if t := matchType(known, eventType); t != "" {
+		return t
+	}
+	return OtherEventType
+}
+
+// EventTyper is what an adapter may offer: the event types it knows, in
+// the allow-list's syntax (a trailing "*" matches a prefix). Metrics count
+// events of other types under OtherEventType.
+type EventTyper interface {
+	KnownEventTypes() []string
 }
 
 // Event is what an adapter read from a verified delivery.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hookyard/hookyard/pkg/projection"
 )
@@ -18,7 +20,7 @@ const timeLayout = "2006-01-02 15:04:05.000"
 // decision, then one line per entry, oldest first, times in UTC.
 func (t Timeline) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "resource\t%s\n", t.Key)
+	row(tw, "resource", t.Key)
 	if p := t.Projection; p != nil {
 		parts := []string{projection.Label(p.Status, p.Deleted)}
 		if p.Version != nil {
@@ -41,9 +43,9 @@ func (t Timeline) WriteText(w io.Writer) error {
 			}
 			parts = append(parts, parked)
 		}
-		fmt.Fprintf(tw, "projection\t%s\n", strings.Join(parts, " · "))
+		row(tw, "projection", strings.Join(parts, " · "))
 	} else {
-		fmt.Fprintf(tw, "projection\tnone\n")
+		row(tw, "projection", "none")
 	}
 	if d := t.Access; d != nil {
 		line := "no"
@@ -54,7 +56,7 @@ func (t Timeline) WriteText(w io.Writer) error {
 		if d.Until != nil {
 			line += " until " + ts(*d.Until)
 		}
-		fmt.Fprintf(tw, "access\t%s\n", line)
+		row(tw, "access", line)
 	}
 	for _, d := range t.Divergences {
 		state := "open, last seen " + ts(d.LastSeenAt)
@@ -65,8 +67,8 @@ func (t Timeline) WriteText(w io.Writer) error {
 		if d.ProjectionSaid != nil {
 			said = *d.ProjectionSaid
 		}
-		fmt.Fprintf(tw, "divergence\t%s: projection said %s, provider said %s · first seen %s · %s\n",
-			d.Kind, said, d.ProviderSaid, ts(d.FirstSeenAt), state)
+		row(tw, "divergence", fmt.Sprintf("%s: projection said %s, provider said %s · first seen %s · %s",
+			d.Kind, said, d.ProviderSaid, ts(d.FirstSeenAt), state))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -81,7 +83,7 @@ func (t Timeline) WriteText(w io.Writer) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME (UTC)\tWHAT\tEVENT\tDETAIL")
 		for _, e := range t.Entries {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(e.At), e.what(), cmp.Or(e.EventID, "-"), e.detail())
+			row(tw, ts(e.At), e.what(), cmp.Or(e.EventID, "-"), e.detail())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -116,9 +118,36 @@ func (t Timeline) writeActions(w io.Writer) error {
 		if a.LastError != "" {
 			parts = append(parts, "last error: "+a.LastError)
 		}
-		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\n", a.Kind, a.SubjectID, a.Status, a.IdempotencyKey, strings.Join(parts, " · "))
+		row(tw, a.Kind+" "+a.SubjectID, a.Status, a.IdempotencyKey, strings.Join(parts, " · "))
 	}
 	return tw.Flush()
+}
+
+// row writes one line of tab-separated cells, each escaped: ids, types,
+// statuses and errors come from providers' bodies, and printed raw an
+// escape sequence would drive the operator's terminal (clear the screen,
+// retitle the window) and a newline or tab would forge lines and columns.
+func row(w io.Writer, cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, printable(c))
+	}
+	io.WriteString(w, "\n")
+}
+
+// printable returns s unchanged when every rune of it is graphic (spaces
+// included), else with Go escapes (\x1b, \n, \u202e, \xff for a byte
+// that is not UTF-8) for the others.
+func printable(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsGraphic(r) {
+			q := strconv.QuoteToGraphic(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
 }
 
 func ts(t time.Time) string { return t.UTC().Format(timeLayout) }

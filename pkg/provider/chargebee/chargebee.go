@@ -75,6 +75,11 @@ func (Verifier) Identify(ep *provider.Endpoint, body []byte, now time.Time) (pro
 	if err := json.Unmarshal(body, &ev); err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
+	// Postgres keeps other keys of a duplicate than encoding/json reads:
+	// the version checked here must be the one the processor applies.
+	if err := provider.CheckUniqueKeys(body); err != nil {
+		return provider.Event{}, err
+	}
 	if ev.ID == "" || ev.EventType == "" {
 		return provider.Event{}, fmt.Errorf("%w: event has no id or event_type", provider.ErrMalformed)
 	}
@@ -87,23 +92,18 @@ func (Verifier) Identify(ep *provider.Endpoint, body []byte, now time.Time) (pro
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
-	// resource_version is the time of the change in milliseconds, and a
-	// projection only moves to greater versions: one version far ahead of
-	// the clock would make every real update after it look stale.
-	skew := ep.VersionSkew
-	if skew <= 0 {
-		skew = VersionSkewDefault
-	}
-	if out.Version != nil && *out.Version > now.Add(skew).UnixMilli() {
-		return out, fmt.Errorf("%w: resource_version %d is %s ahead of the receiver's clock (version_skew %s)",
-			provider.ErrVersionFromFuture, *out.Version, time.UnixMilli(*out.Version).Sub(now).Round(time.Second), skew)
+	// resource_version is the time of the change in milliseconds.
+	if out.Version != nil {
+		if err := provider.CheckTimeVersion(ep, *out.Version, now); err != nil {
+			return out, fmt.Errorf("resource_version: %w", err)
+		}
 	}
 	return out, nil
 }
 
 // VersionSkewDefault is how far ahead of the clock a resource_version may
 // lie unless the endpoint sets version_skew.
-const VersionSkewDefault = 24 * time.Hour
+const VersionSkewDefault = provider.VersionSkewDefault
 
 // parseBasic reads an RFC 7617 Basic credential. The scheme is
 // case-insensitive; the base64 must be canonical so one credential has one
@@ -164,7 +164,10 @@ type object struct {
 // names, else the first present in preference order. An invoice goes with its
 // subscription so that facts about a subscription are handled in sequence
 // with its state; the invoice's version then says nothing about the
-// subscription, so none is returned.
+// subscription. The version returned is the subscription object's when the
+// content carries it (Chargebee sends it beside the invoice), else none:
+// the processor applies exactly the version returned here, the one checked
+// against version_skew.
 func resourceOf(ev *event) (typ, id string, version *int64, err error) {
 	keys := make([]string, 0, len(preferred)+len(ev.Content))
 	for _, k := range preferred {
@@ -201,7 +204,11 @@ func resourceOf(ev *event) (typ, id string, version *int64, err error) {
 			continue
 		}
 		if k == "invoice" && o.SubscriptionID != "" {
-			return "subscription", o.SubscriptionID, nil, nil
+			v, err := subscriptionVersion(ev, o.SubscriptionID)
+			if err != nil {
+				return "", "", nil, err
+			}
+			return "subscription", o.SubscriptionID, v, nil
 		}
 		v, err := versionOf(o.ResourceVersion)
 		if err != nil {
@@ -210,6 +217,29 @@ func resourceOf(ev *event) (typ, id string, version *int64, err error) {
 		return k, o.ID, v, nil
 	}
 	return "", "", nil, nil
+}
+
+// subscriptionVersion is the resource_version of the content's
+// subscription object when that object is subscription id.
+func subscriptionVersion(ev *event, id string) (*int64, error) {
+	raw, ok := ev.Content["subscription"]
+	if !ok {
+		return nil, nil
+	}
+	var o object
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&o); err != nil {
+		return nil, fmt.Errorf("content.subscription: %w", err)
+	}
+	if o.ID != id {
+		return nil, nil
+	}
+	v, err := versionOf(o.ResourceVersion)
+	if err != nil {
+		return nil, fmt.Errorf("content.subscription.resource_version: %w", err)
+	}
+	return v, nil
 }
 
 // versionOf reads resource_version, an integer (milliseconds) in Chargebee's

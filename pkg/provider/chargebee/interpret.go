@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -12,7 +11,11 @@ import (
 
 // Interpret implements provider.Interpreter. A paid invoice in the
 // content is a fact and a receipt to send; the resource's object is a
-// snapshot at its resource_version (a "_deleted" event's, a tombstone).
+// snapshot (a "_deleted" event's, a tombstone) at the version intake read
+// and checked against version_skew, the inbox row's. The version is never
+// read from the payload again: a second reading could find another one.
+// A resource object stored without a version is a snapshot that cannot
+// be ordered: malformed, as Chargebee always sends resource_version.
 func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provider.Plan, error) {
 	var doc struct {
 		Content map[string]json.RawMessage `json:"content"`
@@ -37,19 +40,17 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 	if !ok || ev.ResourceID == "" {
 		return p, nil
 	}
+	if ev.Version == nil {
+		return provider.Plan{}, fmt.Errorf("%w: content.%s stored without a resource_version", provider.ErrMalformed, ev.ResourceType)
+	}
 	var s struct {
-		Status          string      `json:"status"`
-		ResourceVersion json.Number `json:"resource_version"`
-		Deleted         bool        `json:"deleted"`
+		Status  string `json:"status"`
+		Deleted bool   `json:"deleted"`
 	}
 	if err := json.Unmarshal(obj, &s); err != nil {
 		return provider.Plan{}, fmt.Errorf("%w: content.%s: %v", provider.ErrMalformed, ev.ResourceType, err)
 	}
-	v, err := strconv.ParseInt(string(s.ResourceVersion), 10, 64)
-	if err != nil {
-		return provider.Plan{}, fmt.Errorf("%w: content.%s.resource_version: %q", provider.ErrMalformed, ev.ResourceType, s.ResourceVersion)
-	}
-	p.Snapshot = &provider.Snapshot{Version: v, State: obj, Status: s.Status,
+	p.Snapshot = &provider.Snapshot{Version: *ev.Version, State: obj, Status: s.Status,
 		Deleted: s.Deleted || strings.HasSuffix(ev.EventType, "_deleted")}
 	return p, nil
 }

@@ -10,8 +10,10 @@ import (
 
 func TestInterpret(t *testing.T) {
 	t.Parallel()
+	v := func(n int64) *int64 { return &n }
 	sub := `{"id":"sub_1","status":"cancelled","resource_version":1700000000123}`
 	got, err := Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_cancelled", ResourceType: "subscription", ResourceID: "sub_1",
+		Version: v(1700000000123),
 		Payload: []byte(`{"content":{"subscription":` + sub + `,"invoice":{"id":"inv_1","status":"paid"}}}`)}, nil)
 	require.NoError(t, err)
 	require.Equal(t, provider.Plan{
@@ -20,18 +22,29 @@ func TestInterpret(t *testing.T) {
 		Actions:  []provider.Action{{Subject: "inv_1", Kind: "receipt"}},
 	}, got)
 
-	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_deleted", ResourceType: "subscription", ResourceID: "sub_1",
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_deleted", ResourceType: "subscription", ResourceID: "sub_1", Version: v(5),
 		Payload: []byte(`{"content":{"subscription":{"resource_version":5}}}`)}, nil)
 	require.NoError(t, err)
 	require.True(t, got.Snapshot.Deleted, "a _deleted event is a tombstone")
 
-	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "invoice", ResourceID: "inv_2",
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "invoice", ResourceID: "inv_2", Version: v(9),
 		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","status":"pending","resource_version":9}}}`)}, nil)
 	require.NoError(t, err)
 	require.Empty(t, got.Facts, "an unpaid invoice is no fact")
 
-	for _, payload := range []string{`{`, `{"content":{"subscription":{"resource_version":"x"}}}`, `{"content":{"subscription":[]}}`} {
-		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Payload: []byte(payload)}, nil)
+	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","subscription_id":"sub_1","status":"paid"}}}`)}, nil)
+	require.NoError(t, err)
+	require.Nil(t, got.Snapshot, "an invoice without its subscription's object is no snapshot")
+	require.Len(t, got.Facts, 1)
+
+	for _, payload := range []string{`{`, `{"content":{"subscription":[]}}`} {
+		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Version: v(1), Payload: []byte(payload)}, nil)
 		require.ErrorIs(t, err, provider.ErrMalformed, payload)
 	}
+	// The row's version is the one intake read; without one, the object
+	// beside it is a snapshot nobody can order, whatever it says inside.
+	_, err = Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1",
+		Payload: []byte(`{"content":{"subscription":{"id":"sub_1","resource_version":9}}}`)}, nil)
+	require.ErrorIs(t, err, provider.ErrMalformed)
 }

@@ -57,3 +57,16 @@ func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provid
 			Environment: ep.Environment, Endpoint: ep, Identify: Verifier{}, Events: Events{Client: cl}}, nil
 	}), nil
 }
+
+// KnownEventTypes implements provider.EventTyper: the subscription,
+// invoice, payment and customer events of Chargebee's event list
+// (https://apidocs.chargebee.com/docs/api/events#event_types) that carry
+// the objects hookyard projects.
+func (Provider) KnownEventTypes() []string {
+	return []string{"subscription_created", "subscription_started", "subscription_activated", "subscription_changed",
+		"subscription_cancelled", "subscription_reactivated", "subscription_renewed", "subscription_paused",
+		"subscription_resumed", "subscription_deleted", "subscription_cancellation_scheduled",
+		"subscription_scheduled_cancellation_removed", "subscription_changes_scheduled",
+		"invoice_generated", "invoice_updated", "payment_succeeded", "payment_failed",
+		"customer_created", "customer_changed", "customer_deleted"}
+}

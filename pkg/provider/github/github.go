@@ -102,6 +102,11 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 	if err := json.Unmarshal(body, &p); err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
+	// The resource read here keys the event; a duplicate "repository"
+	// would let another reader of the stored document see another one.
+	if err := provider.CheckUniqueKeys(body); err != nil {
+		return provider.Event{}, err
+	}
 	out := provider.Event{ID: id, Type: typ, Payload: body, ValidJSON: true}
 	if p.Action != "" {
 		out.Type = typ + "." + p.Action

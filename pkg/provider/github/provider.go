@@ -72,3 +72,13 @@ func hookListing(h provider.GitHubHook) string {
 		return fmt.Sprintf("repo:%s#%d", h.Repo, h.HookID)
 	}
 }
+
+// KnownEventTypes implements provider.EventTyper: GitHub's common webhook
+// events, each with any action
+// (https://docs.github.com/en/webhooks/webhook-events-and-payloads).
+func (Provider) KnownEventTypes() []string {
+	return []string{"ping", "push", "create", "delete", "fork", "issues.*", "issue_comment.*", "pull_request.*",
+		"pull_request_review.*", "pull_request_review_comment.*", "release.*", "repository.*", "member.*",
+		"membership.*", "organization.*", "installation.*", "installation_repositories.*", "check_run.*",
+		"check_suite.*", "workflow_run.*", "workflow_job.*", "star.*", "meta.*"}
+}

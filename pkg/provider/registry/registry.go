@@ -95,6 +95,16 @@ func Interpreter(providerName string) provider.Interpreter {
 	return p
 }
 
+// KnownEventTypes returns the event types providerName's adapter knows
+// (see provider.EventTyper); nil for none.
+func KnownEventTypes(providerName string) []string {
+	p, _ := Lookup(providerName)
+	if et, ok := p.(provider.EventTyper); ok {
+		return et.KnownEventTypes()
+	}
+	return nil
+}
+
 // CheckEndpoint returns every problem of ep that depends on its provider:
 // a provider no adapter handles, a provider-specific key (provider.
 // ProviderKeys) its provider does not read, and what the provider's own

@@ -69,12 +69,28 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
+	// The version checked here must be the one every later reader of the
+	// stored document finds.
+	if err := provider.CheckUniqueKeys(body); err != nil {
+		return provider.Event{}, err
+	}
 	out, err := read(&ep.Paths, doc)
 	if err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %w", provider.ErrMalformed, err)
 	}
 	out.ID = h.Get(IDHeader)
 	out.Payload = body
+	if out.Version != nil {
+		// Signed is not sane: a sender's bug can pin a projection as surely
+		// as a forger. The event comes back with the error, to be kept dead.
+		check := provider.CheckPlainVersion(*out.Version)
+		if ep.Paths.VersionIsTimeMs {
+			check = provider.CheckTimeVersion(ep, *out.Version, now)
+		}
+		if check != nil {
+			return out, fmt.Errorf("version at %q: %w", ep.Paths.Version, check)
+		}
+	}
 	// The specification's payload carries the event's time as "timestamp"
 	// (RFC 3339); a missing or unreadable one only leaves it unknown.
 	if ts, ok := lookup(doc, "timestamp"); ok {

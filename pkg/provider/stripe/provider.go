@@ -64,3 +64,14 @@ func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
 		Terminal: SubscriptionTerminal, Endpoint: ep, Identify: Verifier{},
 		Events: Events{Client: a.Client, Account: a.StripeAccount, Types: EventTypes(ep.EventTypes)}}, nil
 }
+
+// KnownEventTypes implements provider.EventTyper: the subscription and
+// invoice events hookyard acts on or keys by their subscription
+// (https://docs.stripe.com/api/events/types).
+func (Provider) KnownEventTypes() []string {
+	return []string{"customer.subscription.created", "customer.subscription.updated", "customer.subscription.deleted",
+		"customer.subscription.paused", "customer.subscription.resumed", "customer.subscription.trial_will_end",
+		"customer.subscription.pending_update_applied", "customer.subscription.pending_update_expired",
+		"invoice.created", "invoice.finalized", "invoice.updated", "invoice.paid", "invoice.payment_succeeded",
+		"invoice.payment_failed", "invoice.upcoming"}
+}

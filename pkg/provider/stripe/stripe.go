@@ -89,6 +89,11 @@ func (Verifier) Identify(ep *provider.Endpoint, body []byte, _ time.Time) (provi
 	if err := json.Unmarshal(body, &ev); err != nil {
 		return provider.Event{}, fmt.Errorf("%w: %v", provider.ErrMalformed, err)
 	}
+	// One reading of the body everywhere: livemode and the resource read
+	// here must be what the stored document says to every later reader.
+	if err := provider.CheckUniqueKeys(body); err != nil {
+		return provider.Event{}, err
+	}
 	if ev.ID == "" || ev.Type == "" {
 		return provider.Event{}, fmt.Errorf("%w: event has no id or type", provider.ErrMalformed)
 	}
