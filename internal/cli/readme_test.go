@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// docFiles are the pages a newcomer or an operator copies commands from.
+func docFiles(t *testing.T) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob("../../docs/*.md")
+	require.NoError(t, err)
+	paths = append(paths, "../../README.md")
+	out := map[string]string{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		out[strings.TrimPrefix(p, "../../")] = string(b)
+	}
+	return out
+}
+
+// codeLines returns the lines inside fenced code blocks, continuation
+// lines (a trailing backslash) joined.
+func codeLines(doc string) []string {
+	var out []string
+	in, cur := false, ""
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			continue
+		}
+		if s, ok := strings.CutSuffix(strings.TrimRight(l, " "), `\`); ok {
+			cur += s + " "
+			continue
+		}
+		out = append(out, cur+l)
+		cur = ""
+	}
+	return out
+}
+
+var (
+	inlineCmd = regexp.MustCompile("`((?:hookyard|go run \\.) [^`]*)`")
+	// A command starts a line (after VAR=value prefixes) or follows ;, &&
+	// or $(: "kubectl -n hookyard create" is not one.
+	cmdStart = regexp.MustCompile(`(?:^\s*(?:[A-Z_]+=\S*\s+)*|;\s*|&&\s*|\$\()(hookyard|go run \.) `)
+)
+
+// documentedCommands returns every `hookyard …` or `go run . …` command in
+// the docs' code blocks and inline code, from the subcommand on, with the
+// page it is on.
+func documentedCommands(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for page, doc := range docFiles(t) {
+		for _, l := range codeLines(doc) {
+			if strings.HasPrefix(strings.TrimSpace(l), "#") {
+				continue // a comment in a block may say "hookyard keeps it closed"
+			}
+			if m := cmdStart.FindStringSubmatchIndex(l); m != nil {
+				out[page] = append(out[page], l[m[3]+1:])
+			}
+		}
+		for _, m := range inlineCmd.FindAllStringSubmatch(doc, -1) {
+			_, rest, _ := strings.Cut(strings.TrimPrefix(m[1], "go run ."), " ")
+			if strings.HasPrefix(m[1], "go run .") {
+				rest = strings.TrimSpace(strings.TrimPrefix(m[1], "go run ."))
+			}
+			out[page] = append(out[page], rest)
+		}
+	}
+	return out
+}
+
+// checkCommand says what in line (a command from the subcommand on) the
+// command table does not know: the command, its sub-command (the lowercase
+// second word of its usage forms), or a flag its usage does not list.
+func checkCommand(line string) []string {
+	if i := strings.Index(line, " #"); i >= 0 {
+		line = line[:i]
+	}
+	line = strings.NewReplacer("[", " ", "]", " ", "(", " ", ")", " ", "…", " ", "...", " ").Replace(line)
+	fields := strings.Fields(line)
+	for len(fields) >= 2 && fields[0] == "-config" {
+		fields = fields[2:]
+	}
+	if len(fields) == 0 {
+		return []string{"no command"}
+	}
+	if strings.Contains(line, " | ") {
+		// `hookyard receiver | outbox-relay | processor`: alternatives.
+		var problems []string
+		for _, alt := range strings.Split(line, "|") {
+			problems = append(problems, checkCommand(alt)...)
+		}
+		return problems
+	}
+	c, ok := lookup(fields[0])
+	if !ok {
+		return []string{"no command " + fields[0]}
+	}
+	var problems []string
+	subs := map[string]bool{}
+	for _, u := range strings.Split(c.usage, "\n") {
+		if f := strings.Fields(u); len(f) > 1 && f[0] == c.name && regexp.MustCompile(`^[a-z][a-z-]*$`).MatchString(f[1]) {
+			subs[f[1]] = true
+		}
+	}
+	if len(subs) > 0 && len(fields) > 1 && fields[1] != "-h" && !subs[fields[1]] {
+		problems = append(problems, c.name+" has no sub-command "+fields[1])
+	}
+	for _, f := range fields[1:] {
+		name, _, _ := strings.Cut(f, "=")
+		if !regexp.MustCompile(`^-[a-z][a-z-]*$`).MatchString(name) || name == "-h" {
+			continue
+		}
+		if !regexp.MustCompile(`(^|[\s\[(|])` + regexp.QuoteMeta(name) + `([\s\]|)]|$)`).MatchString(c.usage) {
+			problems = append(problems, c.name+" has no flag "+name)
+		}
+	}
+	return problems
+}
+
+// Every `hookyard …` and `go run . …` command the README and docs/*.md
+// show, in code blocks or inline, names a command of the table, one of its
+// sub-commands, and only flags its usage lists. Fails when a command, a
+// sub-command or a flag is renamed or removed and a page still shows it.
+func TestDocumentedCommandsParseAgainstTheCommandTable(t *testing.T) {
+	t.Parallel()
+	cmds := documentedCommands(t)
+	require.NotEmpty(t, cmds["README.md"])
+	require.NotEmpty(t, cmds["docs/operations.md"])
+	for page, lines := range cmds {
+		for _, l := range lines {
+			require.Empty(t, checkCommand(l), "%s: hookyard %s", page, l)
+		}
+	}
+	// The checker itself catches drift.
+	require.NotEmpty(t, checkCommand("dead list -nope 1"))
+	require.NotEmpty(t, checkCommand("dead forget x"))
+	require.NotEmpty(t, checkCommand("reconcil"))
+	require.Empty(t, checkCommand("-config hookyard.yaml dead list -provider stripe # comment -x"))
+}
+
+// The figures in docs/numbers.md name where they come from, and what they
+// name is in the repository: bench-results/ is git-ignored, so a figure
+// citing a file there cites something no reader has. Fails if a page cites
+// a file under bench-results/, or a docs/bench/ file that is not there.
+func TestNumbersCiteOnlyCommittedResults(t *testing.T) {
+	t.Parallel()
+	ignore, err := os.ReadFile("../../.gitignore")
+	require.NoError(t, err)
+	require.Contains(t, string(ignore), "/bench-results/", "bench-results/ is git-ignored")
+	// A named run, not the bench's description of where it writes
+	// (bench-results/<start time>.json).
+	cited := regexp.MustCompile("`((?:bench-results|docs/bench)/[^`<>]+)`")
+	for page, doc := range docFiles(t) {
+		for _, m := range cited.FindAllStringSubmatch(doc, -1) {
+			require.False(t, strings.HasPrefix(m[1], "bench-results/"), "%s cites the git-ignored %s", page, m[1])
+			_, err := os.Stat("../../" + m[1])
+			require.NoError(t, err, "%s cites %s", page, m[1])
+		}
+	}
+}
