@@ -3,11 +3,15 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/hookyard/hookyard/pkg/config"
 )
 
 // docFiles are the pages a newcomer or an operator copies commands from.
@@ -169,5 +173,51 @@ func TestNumbersCiteOnlyCommittedResults(t *testing.T) {
 			_, err := os.Stat("../../" + m[1])
 			require.NoError(t, err, "%s cites %s", page, m[1])
 		}
+	}
+}
+
+// Every key of the config file (outside endpoints) is either set in
+// hookyard.example.yaml, where its comment explains it, or named as
+// `section.key` in the Configuration section of docs/operations.md, with
+// its default. Fails when a key is added, or the tuning-keys list claims a
+// key the example config sets, and the pages do not follow.
+func TestEveryConfigKeyIsDocumented(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../hookyard.example.yaml")
+	require.NoError(t, err)
+	var example map[string]any
+	require.NoError(t, yaml.Unmarshal(raw, &example))
+	ops := docFiles(t)["docs/operations.md"]
+	_, section, _ := strings.Cut(ops, "\n## Configuration\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	tuning := regexp.MustCompile(`(?s)Tuning keys the example config leaves at their defaults:(.*?)\n\n`).FindStringSubmatch(section)
+	require.NotNil(t, tuning, "the Configuration section lists the tuning keys")
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z_]+\\.[a-z_]+)`").FindAllStringSubmatch(tuning[1], -1) {
+		listed[m[1]] = true
+	}
+	known := map[string]bool{}
+	ct := reflect.TypeOf(config.Config{})
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		sec := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if sec == "" || sec == "-" || sec == "endpoints" || f.Type.Kind() != reflect.Struct {
+			continue
+		}
+		set, _ := example[sec].(map[string]any)
+		for j := range f.Type.NumField() {
+			key := strings.Split(f.Type.Field(j).Tag.Get("yaml"), ",")[0]
+			if key == "" || key == "-" {
+				continue
+			}
+			name := sec + "." + key
+			known[name] = true
+			_, inExample := set[key]
+			require.False(t, inExample && listed[name], "%s is set in hookyard.example.yaml, not left at its default", name)
+			require.True(t, inExample || listed[name], "%s: neither in hookyard.example.yaml nor in the tuning keys of docs/operations.md", name)
+		}
+	}
+	for name := range listed {
+		require.True(t, known[name], "the tuning keys list %s, which the config does not have", name)
 	}
 }
