@@ -221,3 +221,62 @@ func TestEveryConfigKeyIsDocumented(t *testing.T) {
 		require.True(t, known[name], "the tuning keys list %s, which the config does not have", name)
 	}
 }
+
+// The README's Layout table names every folder of code, and every path it
+// names exists: top-level folders, pkg/*, pkg/ops/* and internal/*, with
+// pkg/provider/<name>/ standing for each provider's folder. Fails when a
+// package is added, moved or removed and the table does not follow.
+func TestReadmeLayoutNamesEveryPackageFolder(t *testing.T) {
+	t.Parallel()
+	readme := docFiles(t)["README.md"]
+	_, table, ok := strings.Cut(readme, "\n## Layout\n")
+	require.True(t, ok)
+	table, _, _ = strings.Cut(table, "\n## ")
+	named := map[string]bool{}
+	for _, l := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(l, "| `") {
+			continue
+		}
+		first := strings.Split(l, "|")[1]
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(first, -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			named[p] = true
+			if strings.Contains(p, "<name>") {
+				continue
+			}
+			_, err := os.Stat("../../" + p)
+			require.NoError(t, err, "the Layout table names %s", m[1])
+		}
+	}
+	subdirs := func(dir string) []string {
+		entries, err := os.ReadDir("../../" + dir)
+		require.NoError(t, err)
+		var out []string
+		for _, e := range entries {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+				out = append(out, strings.TrimPrefix(dir+"/"+e.Name(), "./"))
+			}
+		}
+		return out
+	}
+	var folders []string
+	for _, dir := range []string{".", "pkg", "pkg/ops", "internal"} {
+		folders = append(folders, subdirs(dir)...)
+	}
+	for _, d := range subdirs("pkg/provider") {
+		if _, err := os.Stat("../../" + d + "/provider.go"); err == nil && named["pkg/provider/<name>"] {
+			continue // a provider's folder
+		}
+		folders = append(folders, d)
+	}
+	for _, f := range folders {
+		if f == "bin" || f == "bench-results" || f == "pkg" || f == "internal" || f == "pkg/ops" {
+			continue // build output, git-ignored, or the parents named by their children
+		}
+		covered := named[f]
+		for n := range named {
+			covered = covered || strings.HasPrefix(n, f+"/") // cmd/ by cmd/hookyard-bench
+		}
+		require.True(t, covered, "the Layout table does not name %s/", f)
+	}
+}
