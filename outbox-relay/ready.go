@@ -34,34 +34,25 @@ func (r *Relay) Check(context.Context) error {
 // "connection refused" would make the start order matter and put a relay
 // started beside its brokers into a restart loop.
 func (r *Relay) waitTopic(ctx context.Context, cl *kgo.Client) error {
-	deadline := time.Now().Add(r.cfg.TopicWait)
-	delay := 250 * time.Millisecond
-	var logged time.Time
-	for {
+	err := topic.Await(ctx, r.cfg.TopicWait, func(ctx context.Context) error {
 		attempt, cancel := context.WithTimeout(ctx, topicAttemptTimeout)
-		var err error
+		defer cancel()
 		if r.cfg.TopicPartitions > 0 {
-			_, err = topic.Ensure(attempt, cl, r.cfg.Topic, r.cfg.TopicPartitions, r.cfg.TopicReplication)
-		} else {
-			_, err = topic.Partitions(attempt, cl, r.cfg.Topic)
+			_, err := topic.Ensure(attempt, cl, r.cfg.Topic, r.cfg.TopicPartitions, r.cfg.TopicReplication)
+			return err
 		}
-		cancel()
-		switch {
-		case err == nil:
-			r.ready.Store(true)
-			return nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case time.Now().Add(delay).After(deadline):
-			return fmt.Errorf("wait %s for topic %s: %w", r.cfg.TopicWait, r.cfg.Topic, err)
-		}
-		if time.Since(logged) > 30*time.Second {
-			logged = time.Now()
-			r.log.WarnContext(ctx, "not ready: waiting for the brokers to answer and the topic to exist; rows wait in the outbox",
-				slog.String("topic", r.cfg.Topic), slog.Duration("up_to", time.Until(deadline).Round(time.Second)),
-				slog.String("error", err.Error()))
-		}
-		sleep(ctx, delay)
-		delay = min(delay*2, 5*time.Second)
+		_, err := topic.Partitions(attempt, cl, r.cfg.Topic)
+		return err
+	}, func(err error, left time.Duration) {
+		r.log.WarnContext(ctx, "not ready: waiting for the brokers to answer and the topic to exist; rows wait in the outbox",
+			slog.String("topic", r.cfg.Topic), slog.Duration("up_to", left), slog.String("error", err.Error()))
+	})
+	switch {
+	case err == nil:
+		r.ready.Store(true)
+		return nil
+	case ctx.Err() != nil:
+		return err
 	}
+	return fmt.Errorf("wait %s for topic %s: %w", r.cfg.TopicWait, r.cfg.Topic, err)
 }

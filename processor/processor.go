@@ -129,32 +129,15 @@ func (p *Processor) Run(ctx context.Context) error {
 // waitTopic reads the topic's partition count, waiting up to TopicWait while
 // the topic does not exist yet or the brokers do not answer.
 func (p *Processor) waitTopic(ctx context.Context, admin *kgo.Client) (int, error) {
-	deadline := time.Now().Add(p.cfg.TopicWait)
-	delay := 250 * time.Millisecond
-	var logged time.Time
-	for {
-		n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
-		if err == nil {
-			return n, nil
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		if time.Now().Add(delay).After(deadline) {
-			return 0, err
-		}
-		if time.Since(logged) > 30*time.Second {
-			logged = time.Now()
-			p.log.WarnContext(ctx, "not ready: waiting for the brokers to answer and the topic to exist", slog.String("topic", p.cfg.Topic),
-				slog.Duration("up_to", time.Until(deadline).Round(time.Second)), slog.String("error", err.Error()))
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
+	var n int
+	err := topic.Await(ctx, p.cfg.TopicWait, func(ctx context.Context) (err error) {
+		n, err = topic.Partitions(ctx, admin, p.cfg.Topic)
+		return err
+	}, func(err error, left time.Duration) {
+		p.log.WarnContext(ctx, "not ready: waiting for the brokers to answer and the topic to exist", slog.String("topic", p.cfg.Topic),
+			slog.Duration("up_to", left), slog.String("error", err.Error()))
+	})
+	return n, err
 }
 
 // watchPartitions compares the topic's partition count with the fenced one

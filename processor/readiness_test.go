@@ -9,8 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/internal/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/health"
@@ -76,14 +74,7 @@ func TestProcessorIsNotReadyUntilItOwnsItsAssignment(t *testing.T) {
 		}
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...))
-	require.NoError(t, err)
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(context.Background(), 1, -1, nil, late)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), late) })
+	createTopic(t, p.Kafka.Brokers, late, 1)
 	eventually(t, status, http.StatusOK, "never ready after its topic was created")
 
 	second, _ := start("second")

@@ -28,6 +28,19 @@ func growTopic(t *testing.T, brokers []string, topicName string, add int) {
 	require.NoError(t, resp.Error())
 }
 
+// createTopic creates a topic a test's processor waits for, as the process
+// that owns the topic would, and deletes it when the test ends.
+func createTopic(t *testing.T, brokers []string, name string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	adm := kadm.NewClient(cl)
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), name); cl.Close() })
+	resp, err := adm.CreateTopic(context.Background(), partitions, -1, nil, name)
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+}
+
 // runProcessor runs a processor of its own and returns its Run result.
 func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
 	t.Helper()
@@ -122,14 +135,7 @@ func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
 	case <-time.After(1500 * time.Millisecond):
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...))
-	require.NoError(t, err)
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(context.Background(), 3, -1, nil, late)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), late) })
+	createTopic(t, p.Kafka.Brokers, late, 3)
 	select {
 	case err := <-done:
 		t.Fatalf("processor ended after its topic was created: %v", err)
