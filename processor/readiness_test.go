@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -55,13 +54,7 @@ func TestProcessorIsNotReadyUntilItOwnsItsAssignment(t *testing.T) {
 		cfg.Topic = late
 		cfg.Group = late
 		cfg.Registerer = prometheus.NewRegistry()
-		proc, err := processor.New(p.Pool, p.Log, cfg)
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		done := make(chan error, 1)
-		go func() { done <- proc.Run(ctx) }()
-		return proc, done
+		return startProcessor(t, p, cfg)
 	}
 	first, done := start("first")
 	status := readyz(t, first.Check)

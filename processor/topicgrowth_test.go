@@ -41,8 +41,9 @@ func createTopic(t *testing.T, brokers []string, name string, partitions int32) 
 	require.NoError(t, resp.Err)
 }
 
-// runProcessor runs a processor of its own and returns its Run result.
-func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
+// startProcessor starts a processor of its own until the test ends and
+// returns its Run result, without waiting for it.
+func startProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
 	t.Helper()
 	proc, err := processor.New(p.Pool, p.Log, cfg)
 	require.NoError(t, err)
@@ -50,6 +51,13 @@ func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) 
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(ctx) }()
+	return proc, done
+}
+
+// runProcessor runs a processor of its own and returns its Run result.
+func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
+	t.Helper()
+	proc, done := startProcessor(t, p, cfg)
 	select {
 	case <-proc.Ready():
 	case err := <-done:
@@ -121,12 +129,7 @@ func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
 	cfg := p.ProcessorConfig("early")
 	cfg.Topic = late
 	cfg.Registerer = prometheus.NewRegistry()
-	proc, err := processor.New(p.Pool, p.Log, cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	done := make(chan error, 1)
-	go func() { done <- proc.Run(ctx) }()
+	proc, done := startProcessor(t, p, cfg)
 	select {
 	case err := <-done:
 		t.Fatalf("processor ended before its topic existed: %v", err)
@@ -152,7 +155,7 @@ func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
 	cfg.Registerer = prometheus.NewRegistry()
 	never, err := processor.New(p.Pool, p.Log, cfg)
 	require.NoError(t, err)
-	err = never.Run(ctx)
+	err = never.Run(t.Context())
 	require.Error(t, err)
 	require.Contains(t, err.Error(), cfg.Topic)
 }
