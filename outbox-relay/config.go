@@ -20,6 +20,9 @@ const (
 	// PartitionCheckIntervalDefault bounds how long a relay keeps
 	// publishing after the topic's partition count changed.
 	PartitionCheckIntervalDefault = 10 * time.Second
+	// TopicWaitDefault is how long a starting relay waits for its brokers
+	// to answer and its topic to exist, as a processor does.
+	TopicWaitDefault = 2 * time.Minute
 	// ShutdownGrace is how long a stopping relay waits for the broker to
 	// answer records already sent to it.
 	ShutdownGrace = 5 * time.Second
@@ -55,6 +58,18 @@ type Config struct {
 	// (topic_fence); while they differ it publishes nothing. Defaults to
 	// PartitionCheckIntervalDefault.
 	PartitionCheckInterval time.Duration
+	// TopicWait is how long a starting relay waits for the brokers to answer
+	// and the topic to exist (creating it when TopicPartitions is set):
+	// services start in any order (docker compose, a Kubernetes rollout).
+	// Meanwhile it is not ready and rows wait in the outbox; then Run fails
+	// with the last error. Defaults to TopicWaitDefault.
+	TopicWait time.Duration
+	// TopicPartitions, when above 0, makes the relay create the topic with
+	// that many partitions (and TopicReplication replicas, -1 for the
+	// broker's default) when it is missing. Defaults to 0: the relay waits
+	// for another process to create it.
+	TopicPartitions  int32
+	TopicReplication int16
 	// NoListen turns LISTEN/NOTIFY off; the relay only polls.
 	NoListen bool
 	// Registerer receives the metrics. Defaults to a private registry.
@@ -81,6 +96,8 @@ func (c Config) WithDefaults() Config {
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, MaxBackoffDefault)
 	c.PartitionCheckInterval = cmp.Or(c.PartitionCheckInterval, PartitionCheckIntervalDefault)
 	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, c.ProduceTimeout+30*time.Second)
+	c.TopicWait = cmp.Or(c.TopicWait, TopicWaitDefault)
+	c.TopicReplication = cmp.Or(c.TopicReplication, -1)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}

@@ -58,6 +58,8 @@ type Relay struct {
 	// Owned by the loop: the last check and its verdict.
 	checkedAt time.Time
 	agree     bool
+	// ready is what Check reports: the relay reached its topic.
+	ready atomic.Bool
 }
 
 // New builds a relay; Run starts it.
@@ -87,8 +89,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// Run publishes until ctx ends. It returns an error only when the Kafka
-// client cannot be built; everything else is retried.
+// Run publishes until ctx ends. It first waits up to TopicWait for the
+// brokers and the topic (see waitTopic); it returns an error when they did
+// not appear by then or the Kafka client cannot be built; everything else
+// is retried.
 func (r *Relay) Run(ctx context.Context) error {
 	pub := r.cfg.Publisher
 	var admin *kgo.Client
@@ -108,7 +112,15 @@ func (r *Relay) Run(ctx context.Context) error {
 			return fmt.Errorf("outbox relay: kafka client: %w", err)
 		}
 		defer cl.Close()
+		if err := r.waitTopic(ctx, cl); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting: a normal stop
+			}
+			return fmt.Errorf("outbox relay: %w", err)
+		}
 		pub, admin = kafkaPublisher{cl}, cl
+	} else {
+		r.ready.Store(true)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

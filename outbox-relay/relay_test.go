@@ -328,20 +328,21 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return v
 }
 
-// With no broker at all, the producer gives up on the records after the
-// produce timeout: the batch is rolled back, the failure counted, and the
-// rows stay in the outbox.
+// With the broker gone after the relay reached its topic, the producer
+// gives up on the records after the produce timeout: the batch is rolled
+// back, the failure counted, and the rows stay in the outbox.
 func TestUnreachableBrokerCountsFailuresAndKeepsRows(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	// Not Kafka but an address that stops answering: kfake even under
 	// KAFKA_BROKERS, since a shared real cluster cannot be closed.
 	k := kafkatest.NewFake(t, 1)
+	reg := prometheus.NewRegistry()
+	r, _ := start(t, s, k, outboxrelay.Config{ProduceTimeout: time.Second, MaxBackoff: 200 * time.Millisecond, Registerer: reg})
+	require.Eventually(t, func() bool { return r.Check(context.Background()) == nil }, 30*time.Second, 10*time.Millisecond)
 	k.Close()
 	const n = 50
 	fill(t, s, n)
-	reg := prometheus.NewRegistry()
-	start(t, s, k, outboxrelay.Config{ProduceTimeout: time.Second, MaxBackoff: 200 * time.Millisecond, Registerer: reg})
 	require.Eventually(t, func() bool { return metric(t, reg, "hookyard_outbox_publish_failures_total") >= 2 }, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, n, count(t, s))
 	require.Zero(t, metric(t, reg, "hookyard_outbox_published_total"))

@@ -46,7 +46,16 @@ type Processor struct {
 	// Ready is closed once the processor joined and checked the topic.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// owning is what Check reports: true once the current session's
+	// assignment is owned (fences taken, workers started, or nothing to
+	// own); waiting says what the processor waits for until then.
+	owning  bool
+	waiting string
 }
+
+// ErrNotReady is Check's answer while the processor waits for its brokers,
+// its topic or its share of the group's partitions.
+var ErrNotReady = errors.New("processor not ready")
 
 // New builds a processor; Run starts it.
 func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
@@ -84,6 +93,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	// The watcher stops before its client closes.
 	defer func() { cancel(); admin.Close() }()
+	p.setWaiting("brokers and topic " + p.cfg.Topic)
 	n, err := p.waitTopic(ctx, admin)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -119,32 +129,15 @@ func (p *Processor) Run(ctx context.Context) error {
 // waitTopic reads the topic's partition count, waiting up to TopicWait while
 // the topic does not exist yet or the brokers do not answer.
 func (p *Processor) waitTopic(ctx context.Context, admin *kgo.Client) (int, error) {
-	deadline := time.Now().Add(p.cfg.TopicWait)
-	delay := 250 * time.Millisecond
-	var logged time.Time
-	for {
-		n, err := topic.Partitions(ctx, admin, p.cfg.Topic)
-		if err == nil {
-			return n, nil
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		if time.Now().Add(delay).After(deadline) {
-			return 0, err
-		}
-		if time.Since(logged) > 30*time.Second {
-			logged = time.Now()
-			p.log.WarnContext(ctx, "waiting for the topic", slog.String("topic", p.cfg.Topic),
-				slog.Duration("up_to", time.Until(deadline).Round(time.Second)), slog.String("error", err.Error()))
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
+	var n int
+	err := topic.Await(ctx, p.cfg.TopicWait, func(ctx context.Context) (err error) {
+		n, err = topic.Partitions(ctx, admin, p.cfg.Topic)
+		return err
+	}, func(err error, left time.Duration) {
+		p.log.WarnContext(ctx, "not ready: waiting for the brokers to answer and the topic to exist", slog.String("topic", p.cfg.Topic),
+			slog.Duration("up_to", left), slog.String("error", err.Error()))
+	})
+	return n, err
 }
 
 // watchPartitions compares the topic's partition count with the fenced one
@@ -184,9 +177,29 @@ func (p *Processor) countChanged(ctx context.Context, err error) {
 		slog.String("error", err.Error()))
 }
 
-// Check is the processor's readiness: an error once it stopped for a
-// reason no retry fixes (the partition count changed).
-func (p *Processor) Check(context.Context) error { return p.fatal() }
+// Check is the processor's readiness. It answers ErrNotReady while the
+// processor waits for its brokers and topic or for the group to assign it
+// its partitions, and the fatal error once it stopped for a reason no retry
+// fixes (the partition count changed). A processor that answered 200 while
+// it waited would count as capacity that handles nothing.
+func (p *Processor) Check(context.Context) error {
+	if err := p.fatal(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.owning {
+		return fmt.Errorf("%w: waiting for %s", ErrNotReady, p.waiting)
+	}
+	return nil
+}
+
+// setWaiting makes Check report what the processor waits for.
+func (p *Processor) setWaiting(what string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.owning, p.waiting = false, what
+}
 
 func (p *Processor) setFatal(err error) {
 	p.fatalOnce.Do(func() {

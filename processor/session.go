@@ -42,6 +42,7 @@ func (p *Processor) session(ctx context.Context) (rejoin bool, err error) {
 	commitCtx, stopCommits := context.WithCancel(context.WithoutCancel(ctx))
 	committed := make(chan struct{})
 	go func() { defer close(committed); off.run(commitCtx) }()
+	p.setWaiting("the assignment of group " + p.cfg.Group)
 	p.mu.Lock()
 	p.cl, p.stopPoll, p.rejoin, p.offsets = cl, stopPoll, false, off
 	p.mu.Unlock()
@@ -56,6 +57,7 @@ func (p *Processor) session(ctx context.Context) (rejoin bool, err error) {
 		p.stopAll(ws)
 		p.mu.Lock()
 		p.cl, p.stopPoll, p.owned, p.offsets = nil, nil, map[int32]struct{}{}, nil
+		p.owning, p.waiting = false, "a new session in group "+p.cfg.Group
 		p.mu.Unlock()
 	}()
 	p.readyOnce.Do(func() { close(p.ready) })
@@ -133,8 +135,16 @@ func (p *Processor) rejoinRequested() bool {
 // take happens here and only here, while the partition is ours for certain:
 // a take retried later could bump the generation past a newer owner's. It
 // retries until it succeeds; the rebalance waits, since nothing could be
-// written without a fence anyway.
+// written without a fence anyway. franz-go calls it after every join, also
+// with nothing assigned, so it is where the processor becomes ready.
 func (p *Processor) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	defer func() {
+		if p.fatal() == nil && ctx.Err() == nil {
+			p.mu.Lock()
+			p.owning = true
+			p.mu.Unlock()
+		}
+	}()
 	for _, part := range assigned[p.cfg.Topic] {
 		p.mu.Lock()
 		p.owned[part] = struct{}{}

@@ -28,8 +28,22 @@ func growTopic(t *testing.T, brokers []string, topicName string, add int) {
 	require.NoError(t, resp.Error())
 }
 
-// runProcessor runs a processor of its own and returns its Run result.
-func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
+// createTopic creates a topic a test's processor waits for, as the process
+// that owns the topic would, and deletes it when the test ends.
+func createTopic(t *testing.T, brokers []string, name string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	adm := kadm.NewClient(cl)
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), name); cl.Close() })
+	resp, err := adm.CreateTopic(context.Background(), partitions, -1, nil, name)
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+}
+
+// startProcessor starts a processor of its own until the test ends and
+// returns its Run result, without waiting for it.
+func startProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
 	t.Helper()
 	proc, err := processor.New(p.Pool, p.Log, cfg)
 	require.NoError(t, err)
@@ -37,6 +51,13 @@ func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) 
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(ctx) }()
+	return proc, done
+}
+
+// runProcessor runs a processor of its own and returns its Run result.
+func runProcessor(t *testing.T, p *pipelinetest.Pipeline, cfg processor.Config) (*processor.Processor, <-chan error) {
+	t.Helper()
+	proc, done := startProcessor(t, p, cfg)
 	select {
 	case <-proc.Ready():
 	case err := <-done:
@@ -108,12 +129,7 @@ func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
 	cfg := p.ProcessorConfig("early")
 	cfg.Topic = late
 	cfg.Registerer = prometheus.NewRegistry()
-	proc, err := processor.New(p.Pool, p.Log, cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	done := make(chan error, 1)
-	go func() { done <- proc.Run(ctx) }()
+	proc, done := startProcessor(t, p, cfg)
 	select {
 	case err := <-done:
 		t.Fatalf("processor ended before its topic existed: %v", err)
@@ -122,14 +138,7 @@ func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
 	case <-time.After(1500 * time.Millisecond):
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...))
-	require.NoError(t, err)
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(context.Background(), 3, -1, nil, late)
-	require.NoError(t, err)
-	require.NoError(t, resp.Err)
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), late) })
+	createTopic(t, p.Kafka.Brokers, late, 3)
 	select {
 	case err := <-done:
 		t.Fatalf("processor ended after its topic was created: %v", err)
@@ -146,7 +155,7 @@ func TestProcessorStartedBeforeItsTopicWaitsForIt(t *testing.T) {
 	cfg.Registerer = prometheus.NewRegistry()
 	never, err := processor.New(p.Pool, p.Log, cfg)
 	require.NoError(t, err)
-	err = never.Run(ctx)
+	err = never.Run(t.Context())
 	require.Error(t, err)
 	require.Contains(t, err.Error(), cfg.Topic)
 }

@@ -324,6 +324,14 @@ func replay(ctx context.Context, e *env, args []string, stdout io.Writer) error 
 	default:
 		return usageErr("replay %s: wrong arguments", strings.Join(args, " "))
 	}
+	if reason := inbox.SkipOf(err); reason != "" {
+		// Say why nothing was replayed, as a partition replay's report does,
+		// and fail: a script must not take it for success.
+		if perr := printJSON(stdout, map[string]any{"replayed": 0, "skipped": reason}); perr != nil {
+			return perr
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}

@@ -67,14 +67,13 @@ func runAPI(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 }
 
 func runRelay(ctx context.Context, e *env, _ []string, _ io.Writer) error {
-	if err := ensureTopic(ctx, e.cfg, brokers(e.cfg)); err != nil {
-		return err
-	}
+	// The relay creates its topic itself, waiting for the brokers first;
+	// /readyz says 503 until it reached the topic.
 	r, err := e.relay(brokers(e.cfg))
 	if err != nil {
 		return err
 	}
-	return withMetrics(ctx, e, r.Run)
+	return withMetrics(ctx, e, r.Run, r.Check)
 }
 
 func runProcessor(ctx context.Context, e *env, _ []string, _ io.Writer) error {
@@ -88,8 +87,9 @@ func runProcessor(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Readiness turns false when the processor stopped for good (the
-	// topic's partition count changed).
+	// Readiness is true once the processor owns its assignment, false
+	// while it waits for brokers, topic or group, and false again when it
+	// stopped for good (the topic's partition count changed).
 	return withMetrics(ctx, e, func(ctx context.Context) error {
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return p.Run(ctx) })

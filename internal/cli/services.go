@@ -136,7 +136,8 @@ func (e *env) receiver() (*receiver.Receiver, error) {
 func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 	rc := e.cfg.Relay
 	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Registerer: e.reg,
-		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout})
+		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout,
+		TopicPartitions: e.cfg.Kafka.Partitions, TopicReplication: e.cfg.Kafka.Replication})
 }
 
 // apiOptions are what the config says about each provider's API, by

@@ -49,7 +49,9 @@ type state struct {
 //   - active, trialing (Chargebee: active, in_trial) → access;
 //   - canceled immediately (status canceled/cancelled), deleted → no access;
 //   - cancel at period end (Stripe cancel_at_period_end, Chargebee
-//     non_renewing) → access until the period's end, none after;
+//     non_renewing) → access until the period's end, none after; with no
+//     period end known, access until the provider reports the
+//     cancellation (reason cancel_at_period_end, no Until);
 //   - past_due → Policy.PastDue; unpaid → Policy.Unpaid;
 //   - anything else (incomplete, incomplete_expired, paused, future) → no access.
 func Decide(p projection.Projection, pol Policy, now time.Time) Decision {
@@ -69,15 +71,20 @@ func Decide(p projection.Projection, pol Policy, now time.Time) Decision {
 	switch status {
 	case "active", "trialing", "in_trial", "non_renewing":
 		if s.CancelAtPeriodEnd || status == "non_renewing" {
-			if end != nil {
-				d.Until = end
-				d.Access = now.Before(*end)
-				d.Reason = "cancel_at_period_end"
-				if !d.Access {
-					d.Reason = "period_ended"
-				}
+			d.Access, d.Reason = true, "cancel_at_period_end"
+			if end == nil {
+				// No period end known: the provider still calls it active
+				// and the period is paid for, so access stays until the
+				// provider reports the cancellation (it does when the
+				// period ends); no Until tells the product the end is
+				// unknown.
 				return d
 			}
+			d.Until = end
+			if !now.Before(*end) {
+				d.Access, d.Reason = false, "period_ended"
+			}
+			return d
 		}
 		d.Access, d.Reason = true, status
 	case "canceled", "cancelled":

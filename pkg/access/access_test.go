@@ -93,3 +93,26 @@ func TestDecideAccessFollowsStatusPolicyAndPeriodEnd(t *testing.T) {
 		})
 	}
 }
+
+// A subscription set to cancel at its period's end whose projection knows
+// no period end (a hint fetched without it, an older API shape) keeps
+// access, since the provider still calls it active and the customer paid
+// for the period, until the provider reports the cancellation, which it
+// does when the period ends. The decision says so: reason
+// cancel_at_period_end and no until, so a product can tell it apart from a
+// renewing subscription. Fails if such a subscription reads as plainly
+// active or non_renewing, or loses access with no end known.
+func TestCancelAtPeriodEndWithNoKnownEndKeepsAccessAndSaysSo(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, p := range []projection.Projection{
+		{Status: "active", State: []byte(`{"cancel_at_period_end":true}`)},
+		{Status: "trialing", State: []byte(`{"cancel_at_period_end":true,"current_period_end":null}`)},
+		{Status: "non_renewing", State: []byte(`{}`)},
+	} {
+		d := access.Decide(p, access.Policy{}, now)
+		require.True(t, d.Access, "%s %s", p.Status, p.State)
+		require.Equal(t, "cancel_at_period_end", d.Reason, "%s %s", p.Status, p.State)
+		require.Nil(t, d.Until, "%s %s", p.Status, p.State)
+	}
+}

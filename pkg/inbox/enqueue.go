@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,20 +58,48 @@ func EnqueueDue(ctx context.Context, pool *pgxpool.Pool, now time.Time, limit in
 	return tag.RowsAffected(), nil
 }
 
-const replayOneSQL = `
-SELECT provider, source_account, environment, event_id FROM webhook_inbox
-WHERE provider = $2 AND source_account = $3 AND environment = $4 AND event_id = $5 AND status <> 'ignored'
-FOR UPDATE SKIP LOCKED`
+// Why Replay replayed nothing, as errors; ErrNotFound when there is no such
+// event.
+var (
+	// ErrPurged: the retention purge dropped the event's payload, so there
+	// is nothing left to apply.
+	ErrPurged = errors.New("event purged: the retention purge dropped its payload, nothing is left to replay")
+	// ErrIgnored: the event is outside its endpoint's allow-list; it was
+	// never processed and a replay does not start now.
+	ErrIgnored = errors.New("event ignored: outside its endpoint's allow-list, never processed")
+	// ErrBusy: another transaction held the row (a processor marking it, a
+	// concurrent replay); try again.
+	ErrBusy = errors.New("event busy: another transaction holds it; try again")
+)
+
+// skipErrs maps ReplayEvents' reasons to Replay's errors.
+var skipErrs = map[string]error{SkipNotInInbox: ErrNotFound, SkipPurged: ErrPurged, SkipIgnored: ErrIgnored, SkipBusy: ErrBusy}
 
 // Replay re-enqueues one event (dead, processed or parked). A replay is
 // harmless: a snapshot older than the projection is recorded as stale, and a
-// hint re-fetches the current state.
+// hint re-fetches the current state. When it replays nothing it says why:
+// ErrNotFound, ErrPurged, ErrIgnored or ErrBusy (SkipOf names the reason as
+// ReplayEvents does), so an operator is never left with a bare 0.
 func Replay(ctx context.Context, pool *pgxpool.Pool, k Key) (int64, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayOneSQL), "replay", k.Provider, k.SourceAccount, k.Environment, k.EventID)
+	n, skipped, err := ReplayEvents(ctx, pool, []Key{k})
 	if err != nil {
 		return 0, fmt.Errorf("replay event %s: %w", k.EventID, err)
 	}
-	return tag.RowsAffected(), nil
+	if n == 1 {
+		return 1, nil
+	}
+	return 0, fmt.Errorf("replay event %s: %w", k.EventID, skipErrs[skipped[k]])
+}
+
+// SkipOf is the reason (SkipNotInInbox, SkipPurged, SkipIgnored, SkipBusy)
+// an error of Replay stands for, or "" for any other error.
+func SkipOf(err error) string {
+	for reason, e := range skipErrs {
+		if errors.Is(err, e) {
+			return reason
+		}
+	}
+	return ""
 }
 
 // ReplayDead re-enqueues up to limit dead events received since since,

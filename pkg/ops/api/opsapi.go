@@ -245,11 +245,17 @@ func (a *api) listEvents(c echo.Context) error {
 
 func (a *api) replayEvent(c echo.Context) error {
 	n, err := inbox.Replay(c.Request().Context(), a.pool, eventKey(c))
-	if err != nil {
+	switch {
+	case errors.Is(err, inbox.ErrNotFound):
+		return fail(c, http.StatusNotFound, "not_found", "no such event")
+	case errors.Is(err, inbox.ErrPurged):
+		return fail(c, http.StatusGone, inbox.SkipPurged, "the retention purge dropped this event's payload; there is nothing left to replay")
+	case errors.Is(err, inbox.ErrIgnored):
+		return fail(c, http.StatusConflict, inbox.SkipIgnored, "the event is outside its endpoint's allow-list and was never processed")
+	case errors.Is(err, inbox.ErrBusy):
+		return fail(c, http.StatusConflict, inbox.SkipBusy, "another transaction holds the event; try again")
+	case err != nil:
 		return a.internal(c, err)
-	}
-	if n == 0 {
-		return fail(c, http.StatusNotFound, "not_found", "no replayable event with that id")
 	}
 	a.log.Info("event replayed", slog.String("event_id", c.Param("event_id")))
 	if err := a.record(c, audit.ActionReplayEvent, eventTarget(eventKey(c)), n); err != nil {
