@@ -92,6 +92,10 @@ func checkCommand(line string) []string {
 	if i := strings.Index(line, " #"); i >= 0 {
 		line = line[:i]
 	}
+	// A shell pipe or list ends the command: what follows is another program.
+	if i := strings.IndexAny(line, "|;&>"); i >= 0 {
+		line = line[:i]
+	}
 	line = strings.NewReplacer("[", " ", "]", " ", "(", " ", ")", " ", "…", " ", "...", " ").Replace(line)
 	fields := strings.Fields(line)
 	for len(fields) >= 2 && fields[0] == "-config" {
@@ -153,6 +157,7 @@ func TestDocumentedCommandsParseAgainstTheCommandTable(t *testing.T) {
 	require.NotEmpty(t, checkCommand("dead forget x"))
 	require.NotEmpty(t, checkCommand("reconcil"))
 	require.Empty(t, checkCommand("-config hookyard.yaml dead list -provider stripe # comment -x"))
+	require.Empty(t, checkCommand("reconcile -provider github | jq '.x' -r"))
 }
 
 // The figures in docs/numbers.md name where they come from, and what they
