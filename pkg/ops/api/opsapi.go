@@ -86,6 +86,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.POST("/replay/partition", a.replayPartition)
 	v1.GET("/jobs", a.listJobs)
 	v1.GET("/jobs/:id", a.getJob)
+	v1.POST("/jobs/:id/cancel", a.cancelJob)
 	v1.GET("/dead", a.listDead)
 	v1.GET("/parked", a.listParked)
 	v1.POST("/dead/replay", a.replayDeadMatching)
