@@ -246,8 +246,10 @@ func actionsWaiting(cfg *config.Config) map[string]string {
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
 func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
 	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
-	return api.New(e.pool, e.log, api.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs}), jobs
+	ops := api.New(e.pool, e.log, api.Config{Token: e.cfg.OpsToken, Policy: e.cfg.Access, Gatherer: e.reg,
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs})
+	e.mountConsole(ops, jobs)
+	return ops, jobs
 }
 
 // serveMetrics serves /healthz, /readyz and /metrics for services without

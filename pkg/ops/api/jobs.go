@@ -23,6 +23,7 @@ func NewJobs(pool *pgxpool.Pool, log *slog.Logger, brokers []string, topic strin
 	steps := map[string]job.Step{
 		job.KindPurge:          job.PurgeStep(pool),
 		job.KindReplayResource: job.ReplayResourceStep(pool),
+		job.KindReplayDead:     job.ReplayDeadStep(pool),
 	}
 	if r, err := replay.New(pool, log, replay.Config{Brokers: brokers, Topic: topic}); err == nil {
 		steps[job.KindReplayPartition] = job.ReplayPartitionStep(r)
