@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/message"
 )
 
 // CountDead counts the dead events f selects, up to limit: what a replay by
@@ -23,4 +26,29 @@ func CountDead(ctx context.Context, pool *pgxpool.Pool, f DeadFilter, limit int)
 		return 0, fmt.Errorf("count dead events: %w", err)
 	}
 	return n, nil
+}
+
+// findResourceSQL reads webhook_inbox_by_resource, whose leading column is
+// resource_id: an id looked up across every provider, account and
+// environment is one range of that index, whatever the inbox's size.
+const findResourceSQL = `
+SELECT DISTINCT provider, source_account, environment, resource_type FROM webhook_inbox
+WHERE resource_id = $1 LIMIT $2`
+
+// FindResource returns the resources (any provider, account, environment
+// and type) that events were received for under the id, up to limit.
+func FindResource(ctx context.Context, pool *pgxpool.Pool, id string, limit int) ([]message.Resource, error) {
+	rows, err := pool.Query(ctx, findResourceSQL, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find resource %s: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (message.Resource, error) {
+		r := message.Resource{ID: id}
+		err := row.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.Type)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find resource %s: %w", id, err)
+	}
+	return out, nil
 }

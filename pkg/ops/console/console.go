@@ -32,9 +32,6 @@ const (
 	PageSizeDefault   = 50
 )
 
-// ResourceTypesDefault are the resource types search looks a bare id up as.
-var ResourceTypesDefault = []string{"subscription", "invoice", "customer"}
-
 // CSP is the console's Content-Security-Policy: its own origin only, no
 // inline script or style, no framing, forms only to itself.
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
@@ -55,12 +52,10 @@ type Config struct {
 	// Jobs runs the replays the console starts (the ops API's runner).
 	// Required.
 	Jobs *job.Runner
-	// Scopes are where search looks an event or resource id up. Defaults
-	// to none: only full keys (provider/account/environment/...) are found.
+	// Scopes are where search looks an event id up (the endpoints'
+	// provider, account and environment). Defaults to none: events are
+	// then found by full key (provider/account/environment/event_id) only.
 	Scopes []Scope
-	// ResourceTypes are the types a bare resource id is looked up as.
-	// Defaults to ResourceTypesDefault.
-	ResourceTypes []string
 	// Policy decides access on the resource page.
 	Policy access.Policy
 	// ActionsWaiting says why actions of a kind are not sent (explain).
@@ -79,9 +74,6 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if len(c.ResourceTypes) == 0 {
-		c.ResourceTypes = ResourceTypesDefault
-	}
 	c.PageSize = cmp.Or(c.PageSize, PageSizeDefault)
 	c.SessionTTL = cmp.Or(c.SessionTTL, SessionTTLDefault)
 	if c.Now == nil {

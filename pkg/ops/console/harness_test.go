@@ -108,7 +108,8 @@ func newBundle(t *testing.T) *bundle {
 		return console.Principal{}, false
 	})
 	c, err := console.Mount(e, p.Pool, p.Log, console.Config{Auth: auth, Jobs: jobs,
-		Scopes: []console.Scope{{Provider: provider.StandardWebhooks, SourceAccount: account, Environment: env}}})
+		Scopes:  []console.Scope{{Provider: provider.StandardWebhooks, SourceAccount: account, Environment: env}},
+		Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, Group: p.Kafka.Group})
 	require.NoError(t, err)
 	srv := httptest.NewServer(e)
 	t.Cleanup(func() {

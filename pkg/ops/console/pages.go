@@ -148,9 +148,10 @@ func eventURL(k inbox.Key) string {
 		url.PathEscape(k.Environment), url.PathEscape(k.EventID)}, "/")
 }
 
-// search finds an event (by its id, which for GitHub and Standard Webhooks
-// is the delivery's id) or a resource in every configured scope, by
-// primary key only: one probe per scope, whatever the inbox's size.
+// search finds an event by its id (for GitHub and Standard Webhooks the
+// delivery's id) in every configured scope, one primary-key probe per
+// scope, and a resource by its id in any provider, account and
+// environment (inbox.FindResource). A full key goes straight to its page.
 func (c *Console) search(ec echo.Context) error {
 	ctx := ec.Request().Context()
 	q := strings.TrimSpace(ec.QueryParam("q"))
@@ -181,16 +182,12 @@ func (c *Console) search(ec echo.Context) error {
 			}
 			matches = append(matches, m)
 		}
-		for _, s := range scopes {
-			for _, typ := range c.cfg.ResourceTypes {
-				r := message.Resource{Provider: s.Provider, SourceAccount: s.SourceAccount, Environment: s.Environment, Type: typ, ID: q}
-				_, err := projection.Get(ctx, c.pool, r)
-				if errors.Is(err, projection.ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return c.internal(ec, err)
-				}
+		if len(parts) == 1 {
+			found, err := inbox.FindResource(ctx, c.pool, q, 20)
+			if err != nil {
+				return c.internal(ec, err)
+			}
+			for _, r := range found {
 				matches = append(matches, Match{Label: "resource " + r.Key(), URL: resourceURL(r)})
 			}
 		}
