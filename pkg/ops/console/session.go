@@ -75,10 +75,12 @@ func (s *sessions) drop(id string) {
 }
 
 // setCookie sets a console cookie: HttpOnly, SameSite=Strict, Secure when
-// the request came over TLS, limited to the console's path.
+// the request came over TLS (here, or at a proxy that says so in
+// X-Forwarded-Proto: a client claiming it falsely only loses its own
+// cookie over plain HTTP), limited to the console's path.
 func setCookie(c echo.Context, name, value string, maxAge int) {
 	c.SetCookie(&http.Cookie{Name: name, Value: value, Path: "/console/", MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
+		SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
 }
 
 func sameToken(a, b string) bool {
