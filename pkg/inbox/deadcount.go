@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,17 +14,34 @@ import (
 // the same filter (with that limit) would touch. It reads the same rows as
 // ListDead, through webhook_inbox_dead.
 func CountDead(ctx context.Context, pool *pgxpool.Pool, f DeadFilter, limit int) (int64, error) {
-	cond, args := f.where(1)
-	// The filter's text ends in its ORDER BY and LIMIT; the count keeps
-	// the limit (a replay never touches more) and needs no order.
-	cond = strings.Replace(cond, "ORDER BY received_at ", "", 1)
+	sql, args := f.countSQL(limit)
 	var n int64
-	err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM webhook_inbox WHERE `+cond+`) d`,
-		append(args, limit)...).Scan(&n)
+	err := pool.QueryRow(ctx, sql, args...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count dead events: %w", err)
 	}
 	return n, nil
+}
+
+// countDeadSQL reads webhook_inbox_dead only. The filters apply above an
+// OFFSET 0 fence: pushed down, they let a planner without statistics AND
+// the dead index with the primary key's range of the provider (every row
+// of an account, a cost that grows with the inbox). Below the fence the
+// only condition is the dead index's own.
+const countDeadSQL = `
+SELECT count(*) FROM (
+  SELECT 1 FROM (
+    SELECT provider, source_account, environment, event_type, resource_type, resource_id
+    FROM webhook_inbox WHERE status = 'dead' AND received_at >= $7 OFFSET 0) d
+  WHERE ($1::text = '' OR d.provider = $1) AND ($2::text = '' OR d.source_account = $2)
+    AND ($3::text = '' OR d.environment = $3) AND ($4::text = '' OR d.event_type = $4)
+    AND ($5::text = '' OR d.resource_type = $5) AND ($6::text = '' OR d.resource_id = $6)
+  LIMIT $8) c`
+
+// countSQL is CountDead's statement and arguments; the count stops at
+// limit (a replay never touches more).
+func (f DeadFilter) countSQL(limit int) (string, []any) {
+	return countDeadSQL, []any{f.Provider, f.SourceAccount, f.Environment, f.EventType, f.ResourceType, f.ResourceID, f.Since, limit}
 }
 
 // findResourceSQL reads webhook_inbox_by_resource, whose leading column is
