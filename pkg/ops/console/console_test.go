@@ -26,7 +26,7 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // client is a browser without a browser: a cookie jar that does not follow
 // redirects, so each answer can be checked.
-func client(t *testing.T) *http.Client {
+func client(t testing.TB) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -34,7 +34,7 @@ func client(t *testing.T) *http.Client {
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // httptest's own certificate
 }
 
-func get(t *testing.T, c *http.Client, u string) (int, string) {
+func get(t testing.TB, c *http.Client, u string) (int, string) {
 	t.Helper()
 	resp, err := c.Get(u)
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func get(t *testing.T, c *http.Client, u string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func postForm(t *testing.T, c *http.Client, u string, v url.Values) int {
+func postForm(t testing.TB, c *http.Client, u string, v url.Values) int {
 	t.Helper()
 	resp, err := c.PostForm(u, v)
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func postForm(t *testing.T, c *http.Client, u string, v url.Values) int {
 }
 
 // login logs c in with token and returns the session's CSRF token.
-func login(t *testing.T, c *http.Client, base, token string) string {
+func login(t testing.TB, c *http.Client, base, token string) string {
 	t.Helper()
 	_, page := get(t, c, base+"/console/login")
 	m := csrfField.FindStringSubmatch(page)

@@ -139,4 +139,4 @@ func waitEvent(t *testing.T, p *pipelinetest.Pipeline, eventID, status string) {
 	}, "event %s %s", eventID, status)
 }
 
-func slog(t *testing.T) *stdslog.Logger { return pipelinetest.Logger(t) }
+func slog(t testing.TB) *stdslog.Logger { return pipelinetest.Logger(t) }
