@@ -46,10 +46,16 @@ func (f DeadFilter) countSQL(limit int) (string, []any) {
 
 // findResourceSQL reads webhook_inbox_by_resource, whose leading column is
 // resource_id: an id looked up across every provider, account and
-// environment is one range of that index, whatever the inbox's size.
+// environment is one range of that index, whatever the inbox's size. The
+// DISTINCT sits above an OFFSET 0 fence: with DISTINCT and LIMIT on one
+// level, a planner without statistics walked the primary key in its order
+// (every row of the inbox, 700 ms at a million rows) to emit the groups
+// sorted. The inner LIMIT bounds a resource of very many events.
 const findResourceSQL = `
-SELECT DISTINCT provider, source_account, environment, resource_type FROM webhook_inbox
-WHERE resource_id = $1 LIMIT $2`
+SELECT DISTINCT provider, source_account, environment, resource_type FROM (
+  SELECT provider, source_account, environment, resource_type FROM webhook_inbox
+  WHERE resource_id = $1 LIMIT 10000 OFFSET 0) r
+LIMIT $2`
 
 // FindResource returns the resources (any provider, account, environment
 // and type) that events were received for under the id, up to limit.
