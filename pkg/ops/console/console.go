@@ -202,7 +202,11 @@ func (c *Console) require(scope string) echo.MiddlewareFunc {
 		return func(ec echo.Context) error {
 			s := sess(ec)
 			if s == nil || !s.principal.Scopes.Has(scope) {
-				c.log.WarnContext(ec.Request().Context(), "console: scope refused", slog.String("principal", s.principal.Name),
+				name := ""
+				if s != nil {
+					name = s.principal.Name
+				}
+				c.log.WarnContext(ec.Request().Context(), "console: scope refused", slog.String("principal", name),
 					slog.String("scope", scope), slog.String("path", ec.Path()))
 				return c.refuse(ec, http.StatusForbidden, "your token does not have the "+scope+" scope")
 			}

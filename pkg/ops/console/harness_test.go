@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	stdslog "log/slog"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/console"
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
 	"github.com/hookyard/hookyard/processor"
 )
 
@@ -86,13 +84,13 @@ func newBundle(t *testing.T) *bundle {
 		},
 	})
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	post(t, p, epSnap, "msg_v2", t0.Add(2*time.Minute), map[string]any{"id": subID, "version": 2, "status": "active"}, typeSnap)
-	waitEvent(t, p, "msg_v2", "processed")
-	post(t, p, epSnap, "msg_v1", t0.Add(time.Minute), map[string]any{"id": subID, "version": 1, "status": "trialing"}, typeSnap)
-	waitEvent(t, p, "msg_v1", "processed")
+	p.PostStandard(epSnap, secret, "msg_v2", t0.Add(2*time.Minute), map[string]any{"id": subID, "version": 2, "status": "active"}, typeSnap)
+	p.WaitEvent("msg_v2", "processed")
+	p.PostStandard(epSnap, secret, "msg_v1", t0.Add(time.Minute), map[string]any{"id": subID, "version": 1, "status": "trialing"}, typeSnap)
+	p.WaitEvent("msg_v1", "processed")
 	for i, id := range []string{"msg_d1", "msg_d2", "msg_d3"} {
-		post(t, p, epHint, id, t0.Add(time.Duration(3+i)*time.Minute), map[string]any{"id": "sub_hint"}, typeHint)
-		waitEvent(t, p, id, "dead")
+		p.PostStandard(epHint, secret, id, t0.Add(time.Duration(3+i)*time.Minute), map[string]any{"id": "sub_hint"}, typeHint)
+		p.WaitEvent(id, "dead")
 	}
 
 	steps := map[string]job.Step{"slow": slowStep, job.KindReplayDead: job.ReplayDeadStep(p.Pool)}
@@ -118,25 +116,6 @@ func newBundle(t *testing.T) *bundle {
 		jobs.Wait()
 	})
 	return &bundle{p: p, url: srv.URL, jobs: jobs}
-}
-
-func post(t *testing.T, p *pipelinetest.Pipeline, endpoint, msgID string, at time.Time, data map[string]any, eventType string) {
-	t.Helper()
-	body, err := json.Marshal(map[string]any{"type": eventType, "timestamp": at.UTC().Format(time.RFC3339Nano), "data": data})
-	require.NoError(t, err)
-	h, err := standardwebhooks.Sign(secret, msgID, time.Now(), body)
-	require.NoError(t, err)
-	code, resp := p.PostSigned(endpoint, body, h)
-	require.Equal(t, http.StatusOK, code, resp)
-}
-
-func waitEvent(t *testing.T, p *pipelinetest.Pipeline, eventID, status string) {
-	t.Helper()
-	p.Eventually(func() bool {
-		var s string
-		err := p.Pool.QueryRow(context.Background(), `SELECT status FROM webhook_inbox WHERE event_id = $1`, eventID).Scan(&s)
-		return err == nil && s == status
-	}, "event %s %s", eventID, status)
 }
 
 func slog(t testing.TB) *stdslog.Logger { return pipelinetest.Logger(t) }
