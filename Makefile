@@ -16,6 +16,7 @@ build: ## the binary, as bin/hookyard
 test: ## all tests, with the race detector, against local Postgres and in-process Kafka
 	bash scripts/check-large-files.sh
 	bash scripts/test-db.sh
+	bash scripts/chromium.sh || [ "$${CI:-}" != true ]  # the console's browser tests; outside CI they skip without it
 	$(GO) vet ./...
 	KAFKA_BROKERS= $(GO) test -race -count=1 -timeout 15m ./...
 

@@ -2,6 +2,7 @@ package outboxrelay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -35,12 +36,7 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var n int64
-	var age float64
-	// The lowest id is the oldest insert; both reads stay on the primary key.
-	err := c.pool.QueryRow(ctx, `
-SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1000000) o),
-       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox ORDER BY id LIMIT 1), 0)`).Scan(&n, &age)
+	n, age, err := Backlog(ctx, c.pool)
 	if err != nil {
 		c.log.Warn("read outbox backlog", slog.String("error", err.Error()))
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
@@ -49,4 +45,21 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1000000) o),
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, max(age, 0))
+}
+
+// backlogSQL counts the outbox up to a million rows and reads the oldest
+// row's age: the lowest id is the oldest insert; both reads stay on the
+// primary key.
+const backlogSQL = `
+SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT 1000000) o),
+       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox ORDER BY id LIMIT 1), 0)`
+
+// Backlog reads how many rows wait in the outbox (counted up to one
+// million) and how old the oldest is, in seconds (0 when empty), for the
+// metrics and the console.
+func Backlog(ctx context.Context, pool *pgxpool.Pool) (rows int64, ageSeconds float64, err error) {
+	if err := pool.QueryRow(ctx, backlogSQL).Scan(&rows, &ageSeconds); err != nil {
+		return 0, 0, fmt.Errorf("read outbox backlog: %w", err)
+	}
+	return rows, ageSeconds, nil
 }

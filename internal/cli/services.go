@@ -255,9 +255,12 @@ func actionsWaiting(cfg *config.Config) map[string]string {
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
 func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
 	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
-	return api.New(e.pool, e.log, api.Config{Auth: opsAuth(e.cfg), Policy: e.cfg.Access, Gatherer: e.reg,
+	auth := opsAuth(e.cfg)
+	ops := api.New(e.pool, e.log, api.Config{Auth: auth, Policy: e.cfg.Access, Gatherer: e.reg,
 		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs,
-		MinPurgeAge: e.cfg.Retention.MinPurgeAge, AuditAge: e.cfg.Retention.AuditAge}), jobs
+		MinPurgeAge: e.cfg.Retention.MinPurgeAge, AuditAge: e.cfg.Retention.AuditAge})
+	e.mountConsole(ops, jobs, auth)
+	return ops, jobs
 }
 
 // opsAuth is the authenticator of every page on the ops address: OPS_TOKEN

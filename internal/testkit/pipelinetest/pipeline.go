@@ -31,6 +31,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/api"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
 	"github.com/hookyard/hookyard/pkg/provider/stripe"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 	"github.com/hookyard/hookyard/pkg/topic"
@@ -282,4 +283,26 @@ func (p *Pipeline) Records(n int) []*kgo.Record {
 		out = append(out, cl.PollFetches(ctx).Records()...)
 	}
 	return out
+}
+
+// PostStandard posts a Standard Webhooks message ({type, timestamp, data})
+// to endpoint, signed with secret as a sender signs it, and requires a 200.
+func (p *Pipeline) PostStandard(endpoint, secret, msgID string, at time.Time, data map[string]any, eventType string) {
+	p.T.Helper()
+	body, err := json.Marshal(map[string]any{"type": eventType, "timestamp": at.UTC().Format(time.RFC3339Nano), "data": data})
+	require.NoError(p.T, err)
+	h, err := standardwebhooks.Sign(secret, msgID, time.Now(), body)
+	require.NoError(p.T, err)
+	code, resp := p.PostSigned(endpoint, body, h)
+	require.Equal(p.T, http.StatusOK, code, resp)
+}
+
+// WaitEvent waits until the inbox row of eventID has status.
+func (p *Pipeline) WaitEvent(eventID, status string) {
+	p.T.Helper()
+	p.Eventually(func() bool {
+		var s string
+		err := p.Pool.QueryRow(context.Background(), `SELECT status FROM webhook_inbox WHERE event_id = $1`, eventID).Scan(&s)
+		return err == nil && s == status
+	}, "event %s %s", eventID, status)
 }

@@ -96,16 +96,20 @@ FROM generate_series(1, $4::int / 10) g`,
 // fills them without analyzing: Rows inbox rows (a backlog in progress, see
 // EventID), as many outbox and history rows, a projection per resource, and
 // the fences of Topic. It fails when any of them has statistics afterwards.
-func Load(t testing.TB, pool *pgxpool.Pool) {
+func Load(t testing.TB, pool *pgxpool.Pool) { LoadRows(t, pool, Rows) }
+
+// LoadRows is Load with rows inbox rows instead of Rows (benchmarks load a
+// million); EventID and ResourceID name them only when rows is Rows.
+func LoadRows(t testing.TB, pool *pgxpool.Pool, rows int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute*time.Duration(max(1, rows/Rows)))
 	defer cancel()
 	for _, tbl := range tables {
 		_, err := pool.Exec(ctx, `ALTER TABLE `+tbl+` SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`)
 		require.NoError(t, err, "stop autovacuum on %s", tbl)
 	}
 	for _, q := range loadSQL {
-		_, err := pool.Exec(ctx, q, Provider, Account, Environment, Rows)
+		_, err := pool.Exec(ctx, q, Provider, Account, Environment, rows)
 		require.NoError(t, err, "load: %s", q)
 	}
 	_, err := pool.Exec(ctx, `INSERT INTO topic_fence (topic, partition_count) VALUES ($1, $2)`, Topic, Partitions)

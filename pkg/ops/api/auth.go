@@ -91,7 +91,16 @@ func NewAuthenticator(opsToken string, scoped []Token) *Authenticator {
 // ErrUnauthenticated.
 func (a *Authenticator) Authenticate(r *http.Request) (Principal, error) {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || got == "" {
+	if !ok {
+		return Principal{}, ErrUnauthenticated
+	}
+	return a.AuthenticateToken(got)
+}
+
+// AuthenticateToken returns the principal of a token (the console's login
+// form), or ErrUnauthenticated.
+func (a *Authenticator) AuthenticateToken(got string) (Principal, error) {
+	if got == "" {
 		return Principal{}, ErrUnauthenticated
 	}
 	// Compared as SHA-256 sums, in constant time and against every token

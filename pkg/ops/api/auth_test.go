@@ -65,6 +65,7 @@ var routeScopes = map[string]api.Scope{
 	"POST /v1/replay/dead": api.ScopeOperate,
 	"POST /v1/replay/resource/:provider/:account/:environment/:type/:id": api.ScopeOperate,
 	"POST /v1/purge":            api.ScopeOperate,
+	"POST /v1/jobs/:id/cancel":  api.ScopeOperate,
 	"POST /v1/replay/partition": api.ScopeOperate,
 	"POST /v1/dead/replay":      api.ScopeOperate,
 	"POST /v1/actions/replay":   api.ScopeOperate,

@@ -25,6 +25,7 @@ func NewJobs(pool *pgxpool.Pool, log *slog.Logger, brokers []string, topic strin
 	steps := map[string]job.Step{
 		job.KindPurge:          job.PurgeStep(pool),
 		job.KindReplayResource: job.ReplayResourceStep(pool),
+		job.KindReplayDead:     job.ReplayDeadStep(pool),
 	}
 	if r, err := replay.New(pool, log, replay.Config{Brokers: brokers, Topic: topic}); err == nil {
 		steps[job.KindReplayPartition] = job.ReplayPartitionStep(r)
@@ -51,6 +52,29 @@ func (a *api) getJob(c echo.Context) error {
 		return a.internal(c, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"job": j})
+}
+
+// cancelJob serves POST /v1/jobs/{id}/cancel: the job stops at its next
+// step boundary (202 with the job); 409 when it already finished.
+func (a *api) cancelJob(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return fail(c, http.StatusBadRequest, "bad_id", "job id must be an integer")
+	}
+	j, err := job.Cancel(c.Request().Context(), a.pool, id)
+	switch {
+	case errors.Is(err, job.ErrNotFound):
+		return fail(c, http.StatusNotFound, "not_found", "no job with that id")
+	case errors.Is(err, job.ErrFinished):
+		return fail(c, http.StatusConflict, "finished", "the job is no longer running")
+	case err != nil:
+		return a.internal(c, err)
+	}
+	a.log.Info("job cancel requested", slog.Int64("job", id))
+	if err := a.record(c, audit.ActionJobCancel, map[string]any{"job": id}, 0); err != nil {
+		return auditFailed(c)
+	}
+	return c.JSON(http.StatusAccepted, map[string]any{"job": j})
 }
 
 func (a *api) listJobs(c echo.Context) error {

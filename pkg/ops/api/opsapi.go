@@ -101,6 +101,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.GET("/events", a.listEvents, read)
 	v1.GET("/jobs", a.listJobs, read)
 	v1.GET("/jobs/:id", a.getJob, read)
+	v1.POST("/jobs/:id/cancel", a.cancelJob, operate)
 	v1.GET("/dead", a.listDead, read)
 	v1.GET("/parked", a.listParked, read)
 	v1.GET("/dead/:provider/:account/:environment/:event_id", a.showDead, read)

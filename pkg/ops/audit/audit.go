@@ -21,6 +21,7 @@ const (
 	ActionPurge           = "purge"
 	ActionReplayAction    = "replay_action"
 	ActionFenceResize     = "fence_resize"
+	ActionJobCancel       = "job_cancel"
 )
 
 // Entry is one ops_audit row.

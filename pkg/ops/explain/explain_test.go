@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/explain"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
-	"github.com/hookyard/hookyard/pkg/provider/standardwebhooks"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -73,25 +71,6 @@ func (l lister) ListObjects(context.Context, string, string, string, int) ([]pro
 	return out, false, nil
 }
 
-func post(t *testing.T, p *pipelinetest.Pipeline, endpoint, msgID string, at time.Time, data map[string]any, eventType string) {
-	t.Helper()
-	body, err := json.Marshal(map[string]any{"type": eventType, "timestamp": at.UTC().Format(time.RFC3339Nano), "data": data})
-	require.NoError(t, err)
-	h, err := standardwebhooks.Sign(secret, msgID, time.Now(), body)
-	require.NoError(t, err)
-	code, resp := p.PostSigned(endpoint, body, h)
-	require.Equal(t, http.StatusOK, code, resp)
-}
-
-func waitEvent(t *testing.T, p *pipelinetest.Pipeline, eventID, status string) {
-	t.Helper()
-	p.Eventually(func() bool {
-		var s string
-		err := p.Pool.QueryRow(context.Background(), `SELECT status FROM webhook_inbox WHERE event_id = $1`, eventID).Scan(&s)
-		return err == nil && s == status
-	}, "event %s %s", eventID, status)
-}
-
 type line struct{ kind, event, what string }
 
 func lines(t explain.Timeline) []line {
@@ -138,16 +117,16 @@ func TestExplainShowsOneResourceStoryInOrder(t *testing.T) {
 	r := message.Resource{Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test", Type: "subscription", ID: subID}
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 
-	post(t, p, epSnap, "msg_v2", t0.Add(2*time.Minute), map[string]any{"id": subID, "version": 2, "status": "active"}, typeSnap)
-	waitEvent(t, p, "msg_v2", "processed")
-	post(t, p, epSnap, "msg_v1", t0.Add(time.Minute), map[string]any{"id": subID, "version": 1, "status": "trialing"}, typeSnap)
-	waitEvent(t, p, "msg_v1", "processed")
+	p.PostStandard(epSnap, secret, "msg_v2", t0.Add(2*time.Minute), map[string]any{"id": subID, "version": 2, "status": "active"}, typeSnap)
+	p.WaitEvent("msg_v2", "processed")
+	p.PostStandard(epSnap, secret, "msg_v1", t0.Add(time.Minute), map[string]any{"id": subID, "version": 1, "status": "trialing"}, typeSnap)
+	p.WaitEvent("msg_v1", "processed")
 	fetch.set("past_due", nil)
-	post(t, p, epHint, "msg_h1", t0.Add(3*time.Minute), map[string]any{"id": subID}, typeHint)
-	waitEvent(t, p, "msg_h1", "processed")
+	p.PostStandard(epHint, secret, "msg_h1", t0.Add(3*time.Minute), map[string]any{"id": subID}, typeHint)
+	p.WaitEvent("msg_h1", "processed")
 	fetch.set("", errors.New("provider answered 503"))
-	post(t, p, epHint, "msg_h2", t0.Add(4*time.Minute), map[string]any{"id": subID}, typeHint)
-	waitEvent(t, p, "msg_h2", "retrying")
+	p.PostStandard(epHint, secret, "msg_h2", t0.Add(4*time.Minute), map[string]any{"id": subID}, typeHint)
+	p.WaitEvent("msg_h2", "retrying")
 
 	fetch.set("canceled", nil)
 	rec := reconciler.New(p.Pool, p.Log, reconciler.Config{StaleAfter: time.Nanosecond, Registerer: prometheus.NewRegistry(),

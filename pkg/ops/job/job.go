@@ -34,6 +34,9 @@ const (
 	StatusRunning = "running"
 	StatusDone    = "done"
 	StatusFailed  = "failed"
+	// StatusCanceled: an operator cancelled the job; it stopped at a step
+	// boundary and its progress says what it did until then.
+	StatusCanceled = "canceled"
 )
 
 // Defaults of Config.
@@ -44,6 +47,9 @@ const (
 
 // ErrNotFound: no job with that id.
 var ErrNotFound = errors.New("job not found")
+
+// ErrFinished: the job is no longer running, so there is nothing to cancel.
+var ErrFinished = errors.New("job already finished")
 
 // ErrUnknownKind: no step function is registered for the job's kind. A
 // runner meets one when it takes over a job that a runner of another
@@ -59,17 +65,20 @@ type Step func(ctx context.Context, params, cursor json.RawMessage) (next json.R
 
 // Job is one ops_job row.
 type Job struct {
-	ID         int64            `json:"id"`
-	Kind       string           `json:"kind"`
-	Params     json.RawMessage  `json:"params"`
-	Status     string           `json:"status"`
-	Cursor     json.RawMessage  `json:"cursor,omitempty"`
-	Progress   map[string]int64 `json:"progress"`
-	Error      *string          `json:"error,omitempty"`
-	Steps      int              `json:"steps"`
-	CreatedAt  time.Time        `json:"created_at"`
-	UpdatedAt  time.Time        `json:"updated_at"`
-	FinishedAt *time.Time       `json:"finished_at,omitempty"`
+	ID       int64            `json:"id"`
+	Kind     string           `json:"kind"`
+	Params   json.RawMessage  `json:"params"`
+	Status   string           `json:"status"`
+	Cursor   json.RawMessage  `json:"cursor,omitempty"`
+	Progress map[string]int64 `json:"progress"`
+	Error    *string          `json:"error,omitempty"`
+	Steps    int              `json:"steps"`
+	// CancelRequested: an operator asked the job to stop; it stops when
+	// its current step is recorded.
+	CancelRequested bool       `json:"cancel_requested"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
 
 // Config configures a Runner.
@@ -106,12 +115,12 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Runner {
 	return &Runner{pool: pool, log: log.With(slog.String("service", "jobs")), cfg: cfg, id: hex.EncodeToString(b[:])}
 }
 
-const columns = `id, kind, params, status, cursor, progress, error, steps, created_at, updated_at, finished_at`
+const columns = `id, kind, params, status, cursor, progress, error, steps, cancel_requested, created_at, updated_at, finished_at`
 
 func scan(row pgx.Row) (Job, error) {
 	var j Job
 	var progress []byte
-	err := row.Scan(&j.ID, &j.Kind, &j.Params, &j.Status, &j.Cursor, &progress, &j.Error, &j.Steps, &j.CreatedAt, &j.UpdatedAt, &j.FinishedAt)
+	err := row.Scan(&j.ID, &j.Kind, &j.Params, &j.Status, &j.Cursor, &progress, &j.Error, &j.Steps, &j.CancelRequested, &j.CreatedAt, &j.UpdatedAt, &j.FinishedAt)
 	if err != nil {
 		return j, err
 	}
@@ -158,7 +167,8 @@ RETURNING `+columns, kind, raw, r.id, r.cfg.Lease.Seconds()))
 	return after, err
 }
 
-// step runs one step of j and records it, moving j's cursor.
+// step runs one step of j and records it, moving j's cursor. It reports
+// whether the job ended: done, or cancelled while the step ran.
 func (r *Runner) step(ctx context.Context, j *Job, progress map[string]int64) (bool, error) {
 	fn, ok := r.cfg.Steps[j.Kind]
 	if !ok {
@@ -172,11 +182,12 @@ func (r *Runner) step(ctx context.Context, j *Job, progress map[string]int64) (b
 	for k, v := range did {
 		progress[k] += v
 	}
-	if err := r.advance(ctx, j.ID, next, progress, done); err != nil {
+	status, err := r.advance(ctx, j.ID, next, progress, done)
+	if err != nil {
 		return false, err
 	}
-	j.Cursor, j.Progress = next, progress
-	return done, nil
+	j.Cursor, j.Progress, j.Status = next, progress, status
+	return status != StatusRunning, nil
 }
 
 func (r *Runner) context(ctx context.Context) context.Context {
@@ -294,7 +305,7 @@ func (r *Runner) loop(ctx context.Context, j Job) {
 			log.WarnContext(ctx, "job failed", slog.String("error", err.Error()))
 			return
 		case done:
-			log.InfoContext(ctx, "job done", slog.Any("progress", progress))
+			log.InfoContext(ctx, "job "+j.Status, slog.Any("progress", progress))
 			return
 		}
 	}
@@ -303,27 +314,54 @@ func (r *Runner) loop(ctx context.Context, j Job) {
 // advance records a step under the lease: the cursor, the progress so far
 // and a renewed lease, or the end of the job. Only the lease holder writes,
 // so its progress is the job's.
-func (r *Runner) advance(ctx context.Context, id int64, cursor json.RawMessage, progress map[string]int64, done bool) error {
+//
+// A cancel requested meanwhile ends the job here, in the same statement
+// that records the step: the step's work is counted and no further step
+// starts. The statement returns the status it wrote.
+func (r *Runner) advance(ctx context.Context, id int64, cursor json.RawMessage, progress map[string]int64, done bool) (string, error) {
 	raw, err := json.Marshal(progress)
 	if err != nil {
-		return fmt.Errorf("encode job progress: %w", err)
+		return "", fmt.Errorf("encode job progress: %w", err)
 	}
-	status := StatusRunning
-	if done {
-		status = StatusDone
-	}
-	tag, err := r.pool.Exec(ctx, `
-UPDATE ops_job SET cursor = $3, progress = $4, steps = steps + 1, status = $5, updated_at = now(),
+	var status string
+	err = r.pool.QueryRow(ctx, `
+UPDATE ops_job SET cursor = $3, progress = $4, steps = steps + 1, updated_at = now(),
+    status = CASE WHEN $5 THEN 'done' WHEN cancel_requested THEN 'canceled' ELSE 'running' END,
     lease_until = now() + make_interval(secs => $6),
-    finished_at = CASE WHEN $5 = 'running' THEN NULL ELSE now() END
-WHERE id = $1 AND runner = $2 AND status = 'running'`, id, r.id, cursor, raw, status, r.cfg.Lease.Seconds())
+    finished_at = CASE WHEN $5 OR cancel_requested THEN now() END
+WHERE id = $1 AND runner = $2 AND status = 'running'
+RETURNING status`, id, r.id, cursor, raw, done, r.cfg.Lease.Seconds()).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", errLeaseLost
+	}
 	if err != nil {
-		return fmt.Errorf("record job %d step: %w", id, err)
+		return "", fmt.Errorf("record job %d step: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return errLeaseLost
+	return status, nil
+}
+
+// Cancel asks a running job to stop. The runner holding it stops when its
+// current step is recorded (a step is never cut short: its work would be
+// done but not counted). A job no runner holds (its lease ran out) is
+// cancelled at once, so no runner takes it over. It returns ErrNotFound
+// for no such job and ErrFinished for one that is no longer running.
+func Cancel(ctx context.Context, pool *pgxpool.Pool, id int64) (Job, error) {
+	j, err := scan(pool.QueryRow(ctx, `
+UPDATE ops_job SET cancel_requested = true, updated_at = now(),
+    status = CASE WHEN lease_until < now() THEN 'canceled' ELSE status END,
+    finished_at = CASE WHEN lease_until < now() THEN now() END
+WHERE id = $1 AND status = 'running'
+RETURNING `+columns, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, gerr := Get(ctx, pool, id); gerr != nil {
+			return Job{}, gerr
+		}
+		return Job{}, fmt.Errorf("cancel job %d: %w", id, ErrFinished)
 	}
-	return nil
+	if err != nil {
+		return Job{}, fmt.Errorf("cancel job %d: %w", id, err)
+	}
+	return j, nil
 }
 
 func (r *Runner) finish(ctx context.Context, id int64, status, msg string) error {

@@ -138,3 +138,33 @@ RETURNING id`).Scan(&id))
 	stop()
 	require.NoError(t, <-done)
 }
+
+// A cancelled job stops at its next step boundary: the step under way
+// finishes and is recorded, no further step runs, and the job says what it
+// did before it stopped.
+func TestCancelledJobStopsAtItsNextStepAndReportsWhatItDid(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	block := make(chan struct{})
+	var calls atomic.Int64
+	r := job.New(s.Pool, slog.New(slog.DiscardHandler), job.Config{Steps: map[string]job.Step{"count": counter(100, &calls, block)}})
+	j, err := r.Start(t.Context(), "count", nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 10*time.Second, 10*time.Millisecond, "second step started")
+
+	c, err := job.Cancel(t.Context(), s.Pool, j.ID)
+	require.NoError(t, err)
+	require.True(t, c.CancelRequested)
+	require.Equal(t, job.StatusRunning, c.Status, "the step under way is not interrupted")
+	close(block) // the second step ends; the runner must not start a third
+	j = waitStatus(t, r, j.ID, job.StatusCanceled)
+	r.Wait()
+	require.Equal(t, int64(2), j.Progress["counted"], "the step under way was recorded")
+	require.Equal(t, int64(2), calls.Load(), "no step ran after the cancel")
+	require.NotNil(t, j.FinishedAt)
+
+	_, err = job.Cancel(t.Context(), s.Pool, j.ID)
+	require.ErrorIs(t, err, job.ErrFinished, "a finished job cannot be cancelled")
+	_, err = job.Cancel(t.Context(), s.Pool, j.ID+1000)
+	require.ErrorIs(t, err, job.ErrNotFound)
+}

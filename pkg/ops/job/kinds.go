@@ -140,3 +140,61 @@ func ReplayPartitionStep(r *replay.Replayer) Step {
 		return next, did, done, nil
 	}
 }
+
+// KindReplayDead replays the dead events a filter selects, in chunks.
+const KindReplayDead = "replay_dead"
+
+// ReplayDeadChunk bounds one step of a dead replay.
+const ReplayDeadChunk = 500
+
+// DeadParams: replay at most Max of the dead events Filter selects, the
+// number the operator was shown before starting (an event that dies again
+// while the job runs is not replayed a second time past that count).
+type DeadParams struct {
+	Provider      string    `json:"provider,omitempty"`
+	SourceAccount string    `json:"account,omitempty"`
+	Environment   string    `json:"environment,omitempty"`
+	EventType     string    `json:"type,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
+	Max           int64     `json:"max"`
+}
+
+// Filter is the inbox filter of p.
+func (p DeadParams) Filter() inbox.DeadFilter {
+	return inbox.DeadFilter{Provider: p.Provider, SourceAccount: p.SourceAccount, Environment: p.Environment,
+		EventType: p.EventType, Since: p.Since}
+}
+
+// ReplayDeadStep replays up to ReplayDeadChunk dead events per step; the
+// cursor is how many were replayed so far. A replayed event is pending, no
+// longer dead, so the next step's statement picks the next ones.
+func ReplayDeadStep(pool *pgxpool.Pool) Step {
+	return func(ctx context.Context, params, cursor json.RawMessage) (json.RawMessage, map[string]int64, bool, error) {
+		var p DeadParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, nil, false, fmt.Errorf("replay dead job params: %w", err)
+		}
+		var done int64
+		if len(cursor) > 0 && string(cursor) != "null" {
+			if err := json.Unmarshal(cursor, &done); err != nil {
+				return nil, nil, false, fmt.Errorf("replay dead job cursor: %w", err)
+			}
+		}
+		chunk := min(int64(ReplayDeadChunk), p.Max-done)
+		if chunk <= 0 {
+			return cursor, nil, true, nil
+		}
+		f := p.Filter()
+		f.Limit = int(chunk)
+		n, err := inbox.ReplayDeadMatching(ctx, pool, f)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		done += n
+		next, err := json.Marshal(done)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return next, map[string]int64{"replayed": n}, n < chunk || done >= p.Max, nil
+	}
+}
