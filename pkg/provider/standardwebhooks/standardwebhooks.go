@@ -17,6 +17,8 @@ package standardwebhooks
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -104,45 +106,37 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, now ti
 }
 
 // verify authenticates the delivery against every usable key of the
-// endpoint: v1 signatures (HMAC-SHA256) against its whsec_ secrets,
-// checked by the reference library, and v1a signatures (ed25519) against
-// its whpk_ public keys, checked here with crypto/ed25519, since the
-// library knows only v1. The header may carry several signatures of both
+// endpoint: v1 signatures (HMAC-SHA256, streamed: verifyV1) against its
+// whsec_ secrets and v1a signatures (ed25519) against its whpk_ public keys.
+// Compatibility with the reference library is tested by signing with it. The header may carry several signatures of both
 // kinds, space-separated; one that verifies is enough.
 //
-// With the library's own tolerance the library checks a v1 delivery's
-// timestamp (against the wall clock, before the signature); with any other
-// tolerance, and for v1a, the signature is checked first and the
-// timestamp then (against now, or the wall clock for the library's
-// tolerance), so a forged delivery is unauthenticated, not stale.
+// The signature is checked first and the timestamp then (against now, or
+// the wall clock for the library's tolerance, as the reference library
+// judges it), so a forged delivery is unauthenticated, not stale.
 func verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) error {
 	if h.Get(IDHeader) == "" || h.Get(TimestampHeader) == "" || h.Get(SignatureHeader) == "" {
 		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrRequiredHeaders)
 	}
-	own := ep.Tolerance > 0 && ep.Tolerance != libraryTolerance
+	sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrInvalidHeaders)
+	}
 	var verr error = errors.New("no usable secret")
-	ok, asymmetric := false, false
+	var signed []byte // "id.timestamp.body" for v1a, built once, only if needed
+	ok := false
 	for _, secret := range ep.Secrets {
 		k, err := parseKey(secret)
 		if err != nil {
 			continue // a misconfigured or empty key must never verify anything
 		}
 		if k.public != nil {
-			if err = verifyV1a(k.public, h, body); err == nil {
-				ok, asymmetric = true, true
-				break
+			if signed == nil {
+				signed = append(fmt.Appendf(nil, "%s.%d.", h.Get(IDHeader), sec), body...)
 			}
-			verr = err
-			continue
-		}
-		wh, err := swh.NewWebhookRaw(k.hmac)
-		if err != nil {
-			continue
-		}
-		if own {
-			err = wh.VerifyIgnoringTimestamp(body, h)
+			err = verifyV1a(k.public, h, signed)
 		} else {
-			err = wh.Verify(body, h)
+			err = verifyV1(k.hmac, h, sec, body)
 		}
 		if err == nil {
 			ok = true
@@ -151,22 +145,15 @@ func verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) er
 		verr = err
 	}
 	if !ok {
-		if errors.Is(verr, swh.ErrMessageTooOld) || errors.Is(verr, swh.ErrMessageTooNew) {
-			return fmt.Errorf("%w: %w", provider.ErrStaleSignature, verr)
-		}
 		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, verr)
 	}
-	if !own && !asymmetric {
-		return nil // the library checked the timestamp
-	}
+	// The timestamp is judged only once the signature held, so unsigned
+	// traffic never counts as a stale signature. With the default
+	// tolerance it is the spec's five minutes against the wall clock, as
+	// the reference library judges it.
 	tolerance, clock := ep.Tolerance, now
-	if !own {
+	if tolerance <= 0 || tolerance == libraryTolerance {
 		tolerance, clock = libraryTolerance, time.Now()
-	}
-	// The signature passed, so the timestamp parses and is authentic.
-	sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: %w", provider.ErrUnauthenticated, swh.ErrInvalidHeaders)
 	}
 	ts := time.Unix(sec, 0)
 	if clock.Sub(ts) > tolerance {
@@ -182,13 +169,7 @@ func verify(ep *provider.Endpoint, h http.Header, body []byte, now time.Time) er
 // ed25519 signature of "{msg_id}.{timestamp}.{payload}", the content the
 // specification signs; the timestamp is signed as the integer it reads as,
 // as the library signs v1.
-func verifyV1a(pub ed25519.PublicKey, h http.Header, body []byte) error {
-	sec, err := strconv.ParseInt(h.Get(TimestampHeader), 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: %w", swh.ErrInvalidHeaders, err)
-	}
-	msg := fmt.Appendf(nil, "%s.%d.", h.Get(IDHeader), sec)
-	msg = append(msg, body...)
+func verifyV1a(pub ed25519.PublicKey, h http.Header, msg []byte) error {
 	for part := range strings.SplitSeq(h.Get(SignatureHeader), " ") {
 		sig, ok := strings.CutPrefix(part, "v1a,")
 		if !ok {
@@ -199,6 +180,31 @@ func verifyV1a(pub ed25519.PublicKey, h http.Header, body []byte) error {
 			continue
 		}
 		if ed25519.Verify(pub, msg, raw) {
+			return nil
+		}
+	}
+	return swh.ErrNoMatchingSignature
+}
+
+// verifyV1 checks the v1 signatures of the header (HMAC-SHA256 of
+// "id.timestamp.body", base64) against key, streaming the body into the
+// HMAC: the reference library formats the signed content into a string and
+// then into bytes, two copies of the body per secret tried.
+func verifyV1(key []byte, h http.Header, sec int64, body []byte) error {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(h.Get(IDHeader)))
+	mac.Write([]byte{'.'})
+	mac.Write(strconv.AppendInt(nil, sec, 10))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	want := mac.Sum(nil)
+	for part := range strings.SplitSeq(h.Get(SignatureHeader), " ") {
+		sig, ok := strings.CutPrefix(part, "v1,")
+		if !ok {
+			continue
+		}
+		got, err := base64.StdEncoding.DecodeString(sig)
+		if err == nil && hmac.Equal(got, want) {
 			return nil
 		}
 	}
