@@ -329,3 +329,24 @@ func TestOpsAndMetricsPortsBindToThePodIP(t *testing.T) {
 		})
 	}
 }
+
+// Receivers in the chart sit behind the ingress controller, so every
+// connection comes from its pods' addresses: the receiver's cap per client
+// address must not apply there, or a busy ingress would be refused its own
+// connections. Fails if the chart's config leaves conns_per_client at its
+// default (a quarter of max_connections).
+func TestChartReceiversDoNotCapTheIngressAsOneClient(t *testing.T) {
+	t.Parallel()
+	keys, vals := documentedInstall(t, installDoc)
+	secrets := map[string]map[string]string{}
+	for name, ks := range keys {
+		secrets[name] = map[string]string{}
+		for _, k := range ks {
+			secrets[name][k] = placeholderSecret(k)
+		}
+	}
+	cfgs := startsOnWhatItIsGiven(t, renderWith(t, vals), secrets)
+	rc := cfgs["receiver"].Receiver
+	require.NotZero(t, rc.MaxConnections)
+	require.GreaterOrEqual(t, rc.ConnsPerClient, rc.MaxConnections, "conns_per_client of the chart's receivers")
+}
