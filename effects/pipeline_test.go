@@ -16,15 +16,20 @@ import (
 // Invariants 8 and 9 through the whole pipeline: an invoice paid just
 // before the subscription's cancellation gets its receipt, decided from the
 // invoice fact and never from the subscription's current (canceled) state;
-// the receipt carries the invoice and its stable key. Fails if the sender
-// (or the processor) consults the subscription before sending.
+// the receipt carries the invoice's kept fields (its fact's declaration:
+// amount, currency, customer, subscription, paid time; not the customer's
+// e-mail or name, invariant 15) and its stable key. Fails if the sender
+// (or the processor) consults the subscription before sending, or if the
+// receipt carries the invoice as the provider sent it.
 func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 	t.Parallel()
 	p := pipelinetest.New(t, pipelinetest.Options{})
 	ctx := context.Background()
 	sub := stripesim.Subscription{ID: "sub_rcpt", Customer: "cus_rcpt", Status: "active"}
 	p.Sim.Put(sub)
-	inv := map[string]any{"id": "in_rcpt", "object": "invoice", "subscription": "sub_rcpt", "status": "paid", "amount_paid": 900}
+	inv := map[string]any{"id": "in_rcpt", "object": "invoice", "subscription": "sub_rcpt", "status": "paid", "amount_paid": 900,
+		"currency": "eur", "customer": "cus_rcpt", "customer_email": "jane@example.com", "customer_name": "Jane Roe",
+		"status_transitions": map[string]any{"paid_at": 1700000000, "finalized_at": 1699990000}}
 	_, code, err := p.Sim.Send(ctx, "invoice.paid", inv)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
@@ -51,5 +56,6 @@ func TestReceiptSentForInvoicePaidJustBeforeCancellation(t *testing.T) {
 	require.Equal(t, "invoice_paid", b.Fact.Type)
 	require.Equal(t, "in_rcpt", b.Fact.ID)
 	require.Equal(t, "sub_rcpt", b.Fact.ResourceID)
-	require.JSONEq(t, `{"id":"in_rcpt","object":"invoice","subscription":"sub_rcpt","status":"paid","amount_paid":900}`, string(b.Fact.Data))
+	require.JSONEq(t, `{"id":"in_rcpt","object":"invoice","subscription":"sub_rcpt","status":"paid","amount_paid":900,
+		"currency":"eur","customer":"cus_rcpt","status_transitions":{"paid_at":1700000000}}`, string(b.Fact.Data))
 }

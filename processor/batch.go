@@ -148,6 +148,7 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
 		seen[k] = true
 		st.row = row
 		st.plan, st.err = interpret(row, w.p.endpoints[row.endpointID])
+		st.plan = w.p.minimise(row.provider, st.plan)
 		steps = append(steps, st)
 	}
 	if len(steps) == 0 {
@@ -206,6 +207,7 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 			}
 			start := time.Now()
 			fr.f, fr.err = f.Fetch(ctx, res)
+			fr.f.State = w.p.keepState(fr.f.State)
 			w.p.metrics.fetchSeconds.Observe(time.Since(start).Seconds())
 			w.p.metrics.fetches.Inc()
 			return nil

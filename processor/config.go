@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookyard/hookyard/pkg/fact"
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
@@ -124,6 +127,15 @@ type Config struct {
 	// rebalance began (Kafka's rebalance.timeout.ms); it must exceed
 	// RevokeGrace plus two offset commits. Defaults to RebalanceTimeoutDefault.
 	RebalanceTimeout time.Duration
+	// Facts declare which fields of a provider's object each fact type
+	// keeps in fact.data (and so in every receipt); a type not declared
+	// keeps none. Defaults to fact.Defaults; a declaration given here
+	// replaces the default of its provider and type.
+	Facts fact.Declarations
+	// StateFields are the fields of a resource's state a projection keeps
+	// beyond projection.DecisionFields (what access, explain and the
+	// reconciler's compare read). Defaults to none.
+	StateFields []string
 	// MaxPollRecords caps one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
 	// FetchConcurrency bounds a worker's concurrent provider fetches for
@@ -159,6 +171,8 @@ func (c Config) WithDefaults() Config {
 	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, RebalanceTimeoutDefault)
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
 	c.FetchConcurrency = cmp.Or(c.FetchConcurrency, FetchConcurrencyDefault)
+	c.Facts = c.Facts.With(fact.Defaults)
+	c.StateFields = append(slices.Clip(projection.DecisionFields), c.StateFields...)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
@@ -171,6 +185,9 @@ func (c Config) WithDefaults() Config {
 func (c Config) validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("processor config: Brokers is required")
+	}
+	if err := c.Facts.Validate(); err != nil {
+		return fmt.Errorf("processor config: %w", err)
 	}
 	if c.MaxAttempts < 0 {
 		return errors.New("processor config: MaxAttempts must not be negative (0: no cap, the retry window decides)")

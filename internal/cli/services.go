@@ -191,7 +191,8 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
 		SessionTimeout: e.cfg.Processor.SessionTimeout, HeartbeatInterval: e.cfg.Processor.HeartbeatInterval,
 		RebalanceTimeout: e.cfg.Processor.RebalanceTimeout,
-		Fetchers:         fetchers(conns)})
+		Facts:            e.cfg.Facts, StateFields: e.cfg.Projection.StateFields,
+		Fetchers: fetchers(conns)})
 }
 
 // reconciler builds the reconciler. kafka reads the processors' group

@@ -16,6 +16,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/access"
 	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/db"
+	"github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
 )
@@ -49,6 +50,11 @@ type Config struct {
 	Retention Retention           `yaml:"retention"`
 	Effects   Effects             `yaml:"effects"`
 	Ops       Ops                 `yaml:"ops"`
+	// Facts declare the fields each fact type keeps (fact.Declaration).
+	// Defaults to fact.Defaults; an entry replaces the default of its
+	// provider and type.
+	Facts      fact.Declarations `yaml:"facts"`
+	Projection Projection        `yaml:"projection"`
 
 	// From the environment.
 	DatabaseURL   string `yaml:"-"`
@@ -114,6 +120,15 @@ type Processor struct {
 	// revoke may take: the revoked workers' grace (10s) plus two offset
 	// commits (5s each). Defaults to 30s.
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+}
+
+// Projection options.
+type Projection struct {
+	// StateFields are the fields of a resource's state a projection keeps
+	// (dotted paths) beyond projection.DecisionFields, the ones access,
+	// explain and the reconciler read. Defaults to none: the rest of what a
+	// provider sends (a customer's e-mail, name, address) is not stored.
+	StateFields []string `yaml:"state_fields"`
 }
 
 // Receiver options.
@@ -447,6 +462,14 @@ func (c *Config) validate(r reads) error {
 		errs = append(errs, errors.New("config: retention.min_purge_age and retention.audit_age must not be negative"))
 	case rt.PayloadAge > 0 && rt.PayloadAge < rt.MinPurgeAge:
 		errs = append(errs, fmt.Errorf("config: retention.payload_age %s is below retention.min_purge_age %s", rt.PayloadAge, rt.MinPurgeAge))
+	}
+	if err := c.Facts.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	for i, f := range c.Projection.StateFields {
+		if strings.TrimSpace(f) == "" {
+			errs = append(errs, fmt.Errorf("config: projection.state_fields[%d] is empty", i))
+		}
 	}
 	errs = append(errs, c.Ops.validate(r)...)
 	return errors.Join(errs...)

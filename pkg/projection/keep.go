@@ -1,0 +1,17 @@
+package projection
+
+// DecisionFields are the fields of a resource's state that a decision
+// reads: pkg/access (status, cancel_at_period_end, the period's end in
+// its three places), the reconciler's compare with a listing
+// (cancel_at_period_end) and the provider's own identity and deletion
+// marks. A projection keeps these and the configured
+// projection.state_fields, nothing else: a customer's e-mail, name or
+// address a provider put in the object is never stored (invariant 15).
+// Whoever adds a decision on another field adds the field here.
+var DecisionFields = []string{
+	"id", "object", "status", "deleted", "resource_version",
+	"cancel_at_period_end", "cancel_at", "canceled_at", "ended_at",
+	"current_period_start", "current_period_end", "current_term_start", "current_term_end",
+	"items.data.current_period_end",
+	"trial_end",
+}
