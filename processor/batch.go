@@ -165,6 +165,17 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
 func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchResult {
 	out := make(map[string]*fetchResult)
 	plans := fetchPlans(steps)
+	// The listings' states, in one read. A check whose state is gone (its
+	// record was handled before, then redelivered) fetches instead; a read
+	// that failed retries the batch's fetches like a fetch start that
+	// failed.
+	var keys []projection.ListedKey
+	for _, st := range steps {
+		if p := plans[st.msg.Resource.Key()]; p != nil && p.listedSeq > 0 && p.listedSeq == st.msg.ListedSeq {
+			keys = append(keys, projection.ListedKey{Resource: st.msg.Resource, Seq: p.listedSeq})
+		}
+	}
+	listed, listedErr := projection.LoadListed(ctx, w.p.pool, keys)
 	var g errgroup.Group
 	g.SetLimit(w.p.cfg.FetchConcurrency)
 	for _, st := range steps {
@@ -177,9 +188,16 @@ func (w *worker) fetchAll(ctx context.Context, steps []*step) map[string]*fetchR
 		}
 		fr := &fetchResult{}
 		out[key] = fr
-		if l := plans[key].listed; l != nil {
-			fr.f, fr.start = listedFetched(l), projection.FetchStart{At: l.At, Seq: l.Seq}
-			continue
+		if seq := plans[key].listedSeq; seq > 0 {
+			if listedErr != nil {
+				fr.err = fmt.Errorf("%w: %w", provider.ErrNotAttempted, listedErr)
+				continue
+			}
+			if l, ok := listed[projection.ListedKey{Resource: st.msg.Resource, Seq: seq}]; ok {
+				fr.f, fr.start = listedFetched(l), l.Start
+				fr.f.State = w.p.keepState(fr.f.State)
+				continue
+			}
 		}
 		f := w.p.cfg.Fetchers[st.msg.Provider]
 		if f == nil {
@@ -262,6 +280,10 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
 						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.start, &fr.res)
 				}
+			}
+			if k, ok := listedKey(m); ok {
+				// Handled with this transaction, whatever came of it.
+				projection.QueueDeleteListed(b, k)
 			}
 			if st.row != nil {
 				for _, f := range st.plan.Facts {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -172,7 +171,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
 	c.FetchConcurrency = cmp.Or(c.FetchConcurrency, FetchConcurrencyDefault)
 	c.Facts = c.Facts.With(fact.Defaults)
-	c.StateFields = append(slices.Clip(projection.DecisionFields), c.StateFields...)
+	c.StateFields = projection.KeptFields(c.StateFields)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}

@@ -24,13 +24,22 @@ const (
 )
 
 // checkListed compares a page with the projections and sends a check for
-// each diverged resource; a check carries the listed state when the
-// listing has it (listedAt, the database clock before the page was asked
-// for, dates it), so the processor writes it without a provider call.
+// each diverged resource; a check names the listed state, kept in
+// reconcile_listed, when the listing has it (listedAt, the database clock
+// and fetch number before the page was asked for, dates it), so the
+// processor writes it without a provider call.
 func (r *Reconciler) checkListed(ctx context.Context, s provider.Source, terminal []string, items []provider.Listed, listedAt projection.FetchStart, rep *SourceReport) error {
 	listed := make([]projection.Listed, len(items))
 	for i, it := range items {
-		listed[i] = projection.Listed{ID: it.ID, Status: it.Status, CancelAtPeriodEnd: it.CancelAtPeriodEnd, Deleted: it.Deleted, State: it.State}
+		listed[i] = projection.Listed{ID: it.ID, Status: it.Status, CancelAtPeriodEnd: it.CancelAtPeriodEnd, Deleted: it.Deleted}
+		if it.State != nil {
+			// Kept as the projection keeps it: reconcile_listed holds no
+			// customer data the projection would drop. A state that is
+			// not JSON is left to a fetch.
+			if kept, err := provider.Keep(it.State, r.cfg.StateFields); err == nil {
+				listed[i].State = kept
+			}
+		}
 	}
 	checked, kinds, err := projection.EnqueueListed(ctx, r.pool, r.scope(s, terminal), listed, listedAt)
 	if err != nil {

@@ -166,6 +166,9 @@ func TestOlderListingNeverOverwritesANewerObservation(t *testing.T) {
 	t.Parallel()
 	p, bc := countingPipeline(t)
 	ctx := context.Background()
+	// The walk's listing started before the live fetch did.
+	var listedSeq int64
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT nextval('projection_fetch_seq')`).Scan(&listedSeq))
 	res := projectLive(t, p, "sub_race", "canceled")
 	history := func() int {
 		var n int
@@ -175,12 +178,15 @@ func TestOlderListingNeverOverwritesANewerObservation(t *testing.T) {
 	before := history()
 
 	// The walk listed it active before the live fetch observed it canceled.
-	_, err := p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, jsonb_build_object(
+	_, err := p.Pool.Exec(ctx, `INSERT INTO reconcile_listed (provider, source_account, environment, resource_type, resource_id,
+    seq, listed_at, state, status)
+VALUES ('stripe', $1, 'test', 'subscription', 'sub_race', $2, now() - interval '1 minute',
+    '{"id":"sub_race","object":"subscription","status":"active"}', 'active')`, pipelinetest.StripeAccount, listedSeq)
+	require.NoError(t, err)
+	_, err = p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, jsonb_build_object(
     'kind', 'check', 'provider', 'stripe', 'source_account', $2::text, 'environment', 'test', 'resource_type', 'subscription',
-    'resource_id', 'sub_race', 'reason', 'reconcile', 'enqueued_at', now(),
-    'listed', jsonb_build_object('state', '{"id":"sub_race","object":"subscription","status":"active"}'::jsonb, 'status', 'active',
-        'at', (SELECT fetched_at - interval '1 minute' FROM subscription_projection WHERE resource_id = 'sub_race'))))`,
-		res.Key(), pipelinetest.StripeAccount)
+    'resource_id', 'sub_race', 'reason', 'reconcile', 'enqueued_at', now(), 'listed_seq', $3::int8))`,
+		res.Key(), pipelinetest.StripeAccount, listedSeq)
 	require.NoError(t, err)
 	p.Eventually(func() bool { return history() > before }, "the check is handled")
 	pr, ok := p.Projection(res)
@@ -188,4 +194,7 @@ func TestOlderListingNeverOverwritesANewerObservation(t *testing.T) {
 	require.Equal(t, "canceled", pr.Status, "the older listing lost to the newer observation")
 	_, bg := bc.counts("sub_race")
 	require.Zero(t, bg, "and cost no provider call")
+	var left int
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM reconcile_listed`).Scan(&left))
+	require.Zero(t, left, "the listed state went with its check")
 }

@@ -133,6 +133,11 @@ type Config struct {
 	// ParkedRecheck is how often a parked projection of a FetchProviders
 	// provider is checked again. Defaults to ParkedRecheckDefault.
 	ParkedRecheck time.Duration
+	// StateFields are the fields of a listed state kept for its check
+	// beyond projection.DecisionFields: the processor's StateFields, so
+	// reconcile_listed holds no more than the projection will. Defaults to
+	// none.
+	StateFields []string
 	// Overlap is how far before the last complete walk's newest event an
 	// events or deliveries walk starts again, so an event that became
 	// visible late is still seen. Defaults to OverlapDefault.
@@ -191,6 +196,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 	cfg.MaxStale = cmp.Or(cfg.MaxStale, MaxStaleDefault)
 	cfg.ParkedRecheck = cmp.Or(cfg.ParkedRecheck, ParkedRecheckDefault)
 	cfg.Overlap = cmp.Or(cfg.Overlap, OverlapDefault)
+	cfg.StateFields = projection.KeptFields(cfg.StateFields)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -231,6 +231,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
 		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, Backfill: e.cfg.Reconcile.Backfill, PageSize: e.cfg.Reconcile.PageSize,
 		PayloadRetention: e.cfg.Retention.PayloadAge, AuditRetention: e.cfg.Retention.AuditAge, Registerer: reg, Progress: progress,
+		StateFields: e.cfg.Projection.StateFields,
 		// The processor has an API client for these (e.processor's Fetchers).
 		FetchProviders: slices.Sorted(maps.Keys(fetchers(conns)))}), nil
 }

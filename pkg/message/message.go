@@ -55,25 +55,15 @@ type Message struct {
 	// retry or replay). Empty when tracing was off.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
-	// Listed is the resource's state as a reconcile walk's listing returned
-	// it: the processor writes it as an observation of Listed.At, with no
-	// provider call, under the same fence and fetched_at rule as a fetch.
-	// Only on a check with reason reconcile.
-	Listed *Listed `json:"listed,omitempty"`
-}
-
-// Listed is a resource's state from a provider's listing.
-type Listed struct {
-	State   json.RawMessage `json:"state"`
-	Status  string          `json:"status,omitempty"`
-	Deleted bool            `json:"deleted,omitempty"`
-	// At is the database clock just before the listing's page was asked
-	// for: no later than what the provider showed.
-	At time.Time `json:"at"`
-	// Seq numbers the observation among every fetch's
-	// (projection.StartFetch): fetched writes are ordered by it, not by a
-	// clock.
-	Seq int64 `json:"seq,omitempty"`
+	// ListedSeq names the state a reconcile walk's listing returned for
+	// the resource (projection.ListedKey: the resource and this number,
+	// the listing's fetch start): the processor reads it from
+	// reconcile_listed and writes it as an observation of the listing's
+	// time, with no provider call, under the same fence and fetch order as
+	// a fetch. The record carries the number, never the state: a Kafka
+	// record holds identities, no customer data. Only on a check with
+	// reason reconcile.
+	ListedSeq int64 `json:"listed_seq,omitempty"`
 }
 
 // Decode parses and checks a record value.
@@ -91,8 +81,8 @@ func Decode(b []byte) (Message, error) {
 		return m, fmt.Errorf("decode message: event without event_id")
 	case m.Kind == KindCheck && (m.Type == "" || m.ID == ""):
 		return m, fmt.Errorf("decode message: check without resource")
-	case m.Listed != nil && (m.Kind != KindCheck || len(m.Listed.State) == 0 || m.Listed.At.IsZero()):
-		return m, fmt.Errorf("decode message: listed state only on a check, with its state and time")
+	case m.ListedSeq != 0 && (m.Kind != KindCheck || m.ListedSeq < 0):
+		return m, fmt.Errorf("decode message: listed_seq only on a check, positive")
 	}
 	return m, nil
 }

@@ -2,6 +2,7 @@ package message_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -81,4 +82,31 @@ func TestEncodedMessageDecodesToItself(t *testing.T) {
 	out, err := message.Decode(b)
 	require.NoError(t, err)
 	require.Equal(t, in, out)
+}
+
+// A Kafka record carries identities, never a payload or a state (invariant
+// 15): every field of Message is a string, a number or a time. A provider's
+// object in a record would stay in the topic for its retention and in every
+// replay, out of reach of the purge and of an erasure. Fails if a field
+// that can hold a document (bytes, raw JSON, a struct, a map, a slice) is
+// added to Message.
+func TestMessageCarriesIdentitiesOnly(t *testing.T) {
+	t.Parallel()
+	timeType := reflect.TypeFor[time.Time]()
+	var walk func(reflect.Type)
+	walk = func(rt reflect.Type) {
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			switch {
+			case f.Type == timeType, f.Type.Kind() == reflect.String, f.Type.Kind() == reflect.Int64, f.Type.Kind() == reflect.Bool:
+			default:
+				t.Errorf("Message.%s is a %s: a record carries identities, never a document", f.Name, f.Type)
+			}
+		}
+	}
+	walk(reflect.TypeFor[message.Message]())
 }

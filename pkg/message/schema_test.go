@@ -52,6 +52,7 @@ func TestEncodedMessagesMatchTheSchema(t *testing.T) {
 			TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "k=v"},
 		{Kind: message.KindEvent, Resource: message.Resource{Provider: "github", SourceAccount: "org", Environment: "prod"}, EventID: "d-1"},
 		{Kind: message.KindCheck, Resource: sub("sub_2"), Reason: message.ReasonReconcile, EnqueuedAt: time.Now()},
+		{Kind: message.KindCheck, Resource: sub("sub_3"), Reason: message.ReasonReconcile, EnqueuedAt: time.Now(), ListedSeq: 42},
 	} {
 		b, err := json.Marshal(m)
 		require.NoError(t, err)
@@ -74,6 +75,8 @@ func TestSchemaRefusesForeignRecords(t *testing.T) {
 		"missing resource":   `{"kind":"check","provider":"stripe","source_account":"a","environment":"test"}`,
 		"enqueued_at a date": valid + `,"enqueued_at":"yesterday"}`,
 		"event_id a number":  valid + `,"event_id":1}`,
+		"a listed state":     valid + `,"listed":{"state":{"email":"jane@example.com"},"at":"2026-01-01T00:00:00Z"}}`,
+		"listed_seq 0":       valid + `,"listed_seq":0}`,
 	} {
 		require.Error(t, validate(t, s, []byte(b)), name)
 	}

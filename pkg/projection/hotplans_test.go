@@ -26,5 +26,11 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 				texts("sub_1"), texts("ev_1"), texts(Applied), []*int64{nil, nil}, texts("active"), []int64{1, 1}, texts(""),
 				[]*string{nil, nil}, []bool{false, false}},
 			Reads: []string{}},
+		{Name: "load listed states", SQL: loadListedSQL,
+			Args: []any{texts(plantest.Provider), texts(plantest.Account), texts(plantest.Environment), texts("subscription"),
+				[]string{"sub_1", "sub_2"}, []int64{7, 8}},
+			Reads: []string{"reconcile_listed_pkey"}},
+		{Name: "delete listed states", SQL: deleteListedSQL, Args: append(res, int64(7)),
+			Reads: []string{"reconcile_listed_pkey"}},
 	})
 }

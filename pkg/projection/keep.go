@@ -1,5 +1,7 @@
 package projection
 
+import "slices"
+
 // DecisionFields are the fields of a resource's state that a decision
 // reads: pkg/access (status, cancel_at_period_end, the period's end in
 // its three places), the reconciler's compare with a listing
@@ -14,4 +16,10 @@ var DecisionFields = []string{
 	"current_period_start", "current_period_end", "current_term_start", "current_term_end",
 	"items.data.current_period_end",
 	"trial_end",
+}
+
+// KeptFields are the fields of a state a projection keeps with extra, the
+// configured projection.state_fields.
+func KeptFields(extra []string) []string {
+	return append(slices.Clip(DecisionFields), extra...)
 }

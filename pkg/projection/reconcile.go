@@ -175,8 +175,9 @@ type Listed struct {
 	CancelAtPeriodEnd *bool
 	Deleted           bool
 	// State is the object as the listing returned it (JSON), or nil when
-	// the listing does not carry it. A check then carries it, and the
-	// processor writes it instead of fetching.
+	// the listing does not carry it. It is then kept in reconcile_listed
+	// for the check, which names it, and the processor writes it instead
+	// of fetching. Keep only what a projection keeps (KeptFields).
 	State []byte
 }
 
@@ -221,13 +222,18 @@ WITH l AS (` + divergedSQL + `
             'environment', $3::text, 'resource_type', $4::text, 'resource_id', resource_id,
             'enqueued_at', now(), 'reason', 'reconcile')
         -- The listing's own state, when it carries one: the processor
-        -- writes it as an observation of $12 (fenced, fetched_at compare)
-        -- and calls no provider.
-        || CASE WHEN state IS NULL THEN '{}'::jsonb
-                ELSE jsonb_build_object('listed', jsonb_build_object('state', state::jsonb, 'status', listed_status,
-                    'deleted', listed_deleted, 'at', $12::timestamptz, 'seq', $13::int8)) END
+        -- writes it as an observation of $12 (fenced, ordered by $13 like a
+        -- fetch) and calls no provider.
+        -- The record names it (listed_seq) and never carries it: the state
+        -- waits in reconcile_listed (lst) for the processor.
+        || CASE WHEN state IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('listed_seq', $13::int8) END
     FROM l WHERE kind IS NOT NULL AND check_now
     RETURNING 1
+), lst AS (
+    INSERT INTO reconcile_listed (provider, source_account, environment, resource_type, resource_id, seq, listed_at, state, status, deleted)
+    SELECT $1, $2, $3, $4, resource_id, $13, $12, state::jsonb, listed_status, listed_deleted
+    FROM l WHERE kind IS NOT NULL AND check_now AND state IS NOT NULL
+    ON CONFLICT DO NOTHING
 ), div AS (
     INSERT INTO reconcile_divergence (provider, source_account, environment, resource_type, resource_id, kind, projection_says, provider_says)
     SELECT $1, $2, $3, $4, resource_id, kind, projection_says, provider_says FROM l WHERE kind IS NOT NULL
