@@ -137,8 +137,13 @@ var commands = []command{
   actions replay PROVIDER ACCOUNT ENV SUBJECT KIND   send a dead action again, same key (refused if not dead)
   actions replay [filters of actions list] [-limit N]
 `},
+	{name: "erase", kind: ops, run: eraseCmd,
+		usage: `  erase -account A [-resource R] [-provider P] [-environment E]
+                                           remove an account's (or its resources') personal data from every
+                                           table for an erasure request; prints rows per table, audited
+`},
 	{name: "audit", kind: ops, run: auditCmd,
-		usage: `  audit [-since 24h|RFC3339] [-limit N]    payload reads and changes (replays, purges, resizes) by the
+		usage: `  audit [-since 24h|RFC3339] [-limit N]    payload reads and changes (replays, purges, erasures, resizes) by the
                                            ops API and this CLI: who, what, when, which, how many rows
 `},
 	{name: "fence", kind: ops, run: fenceCmd,

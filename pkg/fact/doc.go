@@ -6,6 +6,10 @@
 // The processor records facts in its batch transaction, beside the event's
 // mark, through QueueRecord; the effects sender and the ops tools read them
 // by key. A fact is written once and never updated: a repeated event finds
-// its fact already there and changes nothing. This package must never decide
-// anything from a projection, and never delete or rewrite a fact.
+// its fact already there and changes nothing. A fact keeps only the fields
+// its Declaration names (amount, currency, customer, subscription, paid
+// time), not the provider's whole object: that data is what every receipt
+// carries. This package must never decide anything from a projection, and
+// never delete or rewrite a fact, but for an erasure request (Erase), which
+// empties its data and keeps its identity.
 package fact

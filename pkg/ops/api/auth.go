@@ -26,7 +26,7 @@ const (
 	// ScopePayload adds payloads (?payload=true) to what read shows; a
 	// payload read needs both.
 	ScopePayload Scope = "payload"
-	// ScopeOperate is replays, purges and action replays.
+	// ScopeOperate is replays, purges, action replays and erasures.
 	ScopeOperate Scope = "operate"
 )
 

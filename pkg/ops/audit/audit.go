@@ -22,6 +22,9 @@ const (
 	ActionReplayAction    = "replay_action"
 	ActionFenceResize     = "fence_resize"
 	ActionJobCancel       = "job_cancel"
+	// ActionErase: an erasure request's personal data removed
+	// (`hookyard erase`, POST /v1/erase); rows is every row changed.
+	ActionErase = "erase"
 )
 
 // Entry is one ops_audit row.
