@@ -5,8 +5,10 @@
 // terminal (chosen from the database, whatever the list shows), and
 // projections parked with needs_reconcile. It never writes a projection
 // itself, so the fence and partition order still hold: a listed resource's
-// check carries the state the listing returned, and the processor writes it
-// (as an observation of the listing's time) without calling the provider;
+// check names the state the listing returned (kept, with the fields a
+// projection keeps, in reconcile_listed: the Kafka record carries
+// identities only), and the processor writes it (as an observation of the
+// listing's time) without calling the provider;
 // the other checks it sends are fetched on the background quota.
 //
 // It counts the divergences it finds itself (a listed resource with no

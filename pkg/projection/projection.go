@@ -12,12 +12,17 @@
 //
 // Some statements here also write other tables: the reconciler's (stale,
 // parked, listed) insert their checks into outbox and their divergences into
-// reconcile_divergence, in the same statement that picks the projections. A
+// reconcile_divergence (the listed one also the listings' states into
+// reconcile_listed, which this package owns: LoadListed, QueueDeleteListed),
+// in the same statement that picks the projections. A
 // multi-table statement lives with the table whose rows it decides on, and
 // stays one statement so that the decision and its writes cannot part.
 // reconcile_divergence is read here too (Divergences). This package must
 // never call a provider, and never write a projection without the write
-// deciding, by version or observation time, that it moves forward.
+// deciding, by version or observation time, that it moves forward — but for
+// an erasure request (Erase), which empties a state and keeps the version,
+// status and fetch order that ordering needs. A state keeps only
+// DecisionFields and the configured ones (KeptFields).
 package projection
 
 import (
