@@ -83,7 +83,7 @@ func TestProjectionStateKeepsOnlyDecisionAndDeclaredFields(t *testing.T) {
 	scPostCB(t, p, cbEvent(t, "ev_min_1", map[string]any{"subscription": sub}))
 	p.WaitIdle()
 	pr := scProjection(t, p, scCBRes("sub_min"))
-	require.JSONEq(t, `{"id":"sub_min","status":"active","resource_version":7,"current_term_end":`+
+	require.JSONEq(t, `{"id":"sub_min","customer_id":"cb_cus","status":"active","resource_version":7,"current_term_end":`+
 		json.Number(itoa(end)).String()+`,"meta_data":{"plan":"gold"}}`, string(pr.State))
 	requireNoPersonal(t, p, "subscription_projection", "state")
 	require.True(t, scAccess(t, p, scCBRes("sub_min")).Access)

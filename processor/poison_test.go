@@ -15,6 +15,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
+	"github.com/hookyard/hookyard/processor"
 )
 
 // An event whose data the database rejects (here a snapshot jsonb cannot
@@ -85,10 +86,11 @@ func TestPoisonedEventParksItsProjectionWithTheReason(t *testing.T) {
 // subscription's metadata: Stripe's JSON may carry "\u0000", which jsonb
 // refuses with 22P05) is dead with the reason, and because the provider's
 // state never landed, its projection is parked for the reconciler: a dead
-// hint always parks.
+// hint always parks. The projection keeps metadata here
+// (projection.state_fields), so the NUL reaches the write.
 func TestRefusedFetchedWriteEndsTheHintAndParksItsProjection(t *testing.T) {
 	t.Parallel()
-	p := scNew(t, pipelinetest.Options{})
+	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) { c.StateFields = []string{"metadata"} }})
 	r := pipelinetest.Resource("sub_nul")
 	s := scSub(r.ID, "active")
 	p.Sim.Put(s)
