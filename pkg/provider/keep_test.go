@@ -37,3 +37,30 @@ func TestKeepKeepsOnlyNamedPathsDeterministically(t *testing.T) {
 	_, err = provider.Keep([]byte(`{"id":`), fields)
 	require.Error(t, err)
 }
+
+// BenchmarkKeepStripeSubscription measures what a projection write adds
+// per event: a Stripe subscription as the API returns it (about 1 kB, one
+// item) kept to the decision fields.
+func BenchmarkKeepStripeSubscription(b *testing.B) {
+	item := `{"id":"si_1","object":"subscription_item","created":1700000000,"current_period_end":1702592000,` +
+		`"current_period_start":1700000000,"metadata":{},"price":{"id":"price_1","object":"price","active":true,` +
+		`"currency":"eur","nickname":"Gold","product":"prod_1","recurring":{"interval":"month","interval_count":1},` +
+		`"unit_amount":1900},"quantity":1,"subscription":"sub_1","tax_rates":[]}`
+	doc := []byte(`{"id":"sub_1","object":"subscription","application":null,"billing_cycle_anchor":1700000000,` +
+		`"cancel_at":null,"cancel_at_period_end":false,"canceled_at":null,"collection_method":"charge_automatically",` +
+		`"created":1700000000,"currency":"eur","current_period_end":1702592000,"current_period_start":1700000000,` +
+		`"customer":"cus_1","default_payment_method":"pm_1","description":"Jane Roe, 1 Main Street",` +
+		`"items":{"object":"list","data":[` + item + `],"has_more":false,"url":"/v1/subscription_items?subscription=sub_1"},` +
+		`"latest_invoice":"in_1","livemode":false,"metadata":{"email":"jane@example.com","note":"call before renewal"},` +
+		`"status":"active","trial_end":null}`)
+	fields := []string{"id", "object", "customer", "customer_id", "status", "deleted", "resource_version",
+		"cancel_at_period_end", "cancel_at", "canceled_at", "ended_at", "current_period_start", "current_period_end",
+		"current_term_start", "current_term_end", "items.data.current_period_end", "trial_end"}
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := provider.Keep(doc, fields); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
