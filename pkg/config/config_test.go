@@ -482,3 +482,35 @@ endpoints:
 	require.ErrorContains(t, err, "endpoints[0].github_hook")
 	require.NotContains(t, err.Error(), "c2VjcmV0LWJ5dGVz")
 }
+
+// Declared facts and kept state fields are read as written, and a
+// declaration that cannot keep anything is refused naming its entry: an
+// empty list would silently keep nothing of a fact a receipt needs. Fails
+// if the keys are not read or not checked.
+func TestFactDeclarationsAndStateFieldsAreReadAndChecked(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+facts:
+  - provider: stripe
+    type: invoice_paid
+    fields: [id, amount_paid, status_transitions.paid_at]
+projection:
+  state_fields: [metadata.plan]
+`), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"id", "amount_paid", "status_transitions.paid_at"}, c.Facts.Fields("stripe", "invoice_paid"))
+	require.Equal(t, []string{"metadata.plan"}, c.Projection.StateFields)
+
+	_, err = config.Parse([]byte(`
+facts:
+  - provider: stripe
+    type: invoice_paid
+    fields: []
+  - provider: stripe
+    type: invoice_paid
+    fields: [a..b]
+`), lookup(nil))
+	require.ErrorContains(t, err, "facts[0]: fields must name at least one field")
+	require.ErrorContains(t, err, "facts[1]: stripe invoice_paid is declared twice")
+	require.ErrorContains(t, err, `facts[1].fields[0]: "a..b" is not a dotted field path`)
+}
