@@ -198,3 +198,24 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_race', $2, now() - interval '
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM reconcile_listed`).Scan(&left))
 	require.Zero(t, left, "the listed state went with its check")
 }
+
+// A check whose listed state is gone (its record was handled, then
+// delivered again after a crash before the offset commit) is not lost: the
+// processor fetches the resource on the background share instead. Fails if
+// a check naming a missing listing is dropped, or fetched on the live
+// share.
+func TestCheckWhoseListingIsGoneFetchesOnTheBackgroundShare(t *testing.T) {
+	t.Parallel()
+	p, bc := countingPipeline(t)
+	ctx := context.Background()
+	res := projectLive(t, p, "sub_gone", "active")
+	liveBefore, _ := bc.counts("sub_gone")
+	_, err := p.Pool.Exec(ctx, `INSERT INTO outbox (message_key, message) VALUES ($1, jsonb_build_object(
+    'kind', 'check', 'provider', 'stripe', 'source_account', $2::text, 'environment', 'test', 'resource_type', 'subscription',
+    'resource_id', 'sub_gone', 'reason', 'reconcile', 'enqueued_at', now(), 'listed_seq', 987654321))`,
+		res.Key(), pipelinetest.StripeAccount)
+	require.NoError(t, err)
+	p.Eventually(func() bool { _, bg := bc.counts("sub_gone"); return bg == 1 }, "the check is fetched on the background share")
+	liveAfter, _ := bc.counts("sub_gone")
+	require.Equal(t, liveBefore, liveAfter, "and not on the live one")
+}
