@@ -23,7 +23,7 @@ import (
 // statistics taken while nothing waited) the planner estimates a status at
 // a few hundred rows, so a LIMIT above that looks free and it takes a
 // bitmap scan: every row of the status fetched, then sorted for the first
-// n (600 ms for the first 2,000 of 150,000 pending events, against 1 ms).
+// n (600 ms for the first 2,000 of 150,000 pending events, against a few).
 // With statistics that know the status is small it sorts a sequential scan
 // of the inbox instead. With both off, the index scan is the plan left, and
 // the plan tests check that it is the one taken, in every state of the

@@ -17,7 +17,7 @@ const (
 	WaitingPageDefault = 50
 	// WaitingScanDefault is how many index entries past its cursor one page
 	// reads at most when ListFilter.Scan is 0.
-	WaitingScanDefault = 2000
+	WaitingScanDefault = 1000
 )
 
 // ErrUnknownStatus: the console lists pending, retrying and dead events only.
