@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -219,4 +220,23 @@ func TestConsoleSessionCookieAndHeadersAreStrict(t *testing.T) {
 		require.NotContains(t, page, "<script>", "no inline script")
 		require.NotContains(t, page, "style=", "no inline style")
 	}
+}
+
+// A resource page shows its latest entries and, when older ones are left
+// out, links to a longer timeline, up to a bound it refuses to pass.
+func TestResourcePageShowsItsLatestEntriesAndLinksToOlderOnes(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	c := client(t)
+	login(t, c, b.url, readToken)
+	res := b.url + "/console/resource/" + provider.StandardWebhooks + "/" + account + "/" + env + "/subscription/" + subID
+	code, page := get(t, c, res+"?limit=2")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, "Only the latest 2 entries are shown")
+	require.Contains(t, page, `href="/console/resource/`+provider.StandardWebhooks+"/"+account+"/"+env+"/subscription/"+subID+`?limit=8"`)
+	code, page = get(t, c, res)
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, page, `id="older"`, "the whole story fits the default")
+	code, _ = get(t, c, res+fmt.Sprintf("?limit=%d", console.TimelineMax+1))
+	require.Equal(t, http.StatusBadRequest, code)
 }

@@ -205,10 +205,35 @@ func (c *Console) search(ec echo.Context) error {
 	return c.render(ec, http.StatusOK, "search.html", "Search", map[string]any{"Q": q, "Matches": matches})
 }
 
+// Timeline sizes of the resource page: the latest TimelineDefault entries,
+// and at most TimelineMax when the operator asks for older ones. Each
+// source is read newest first through its resource index, so a page costs
+// its entries, not the resource's history.
+const (
+	TimelineDefault = explain.LimitDefault
+	TimelineMax     = 2_000
+)
+
+// ResourcePage is the resource page's data.
+type ResourcePage struct {
+	explain.Timeline
+	// Older is the URL of the same page with more of the older entries;
+	// empty when none are left out, or at TimelineMax.
+	Older string
+}
+
 func (c *Console) resource(ec echo.Context) error {
 	r := message.Resource{Provider: ec.Param("provider"), SourceAccount: ec.Param("account"),
 		Environment: ec.Param("environment"), Type: ec.Param("type"), ID: ec.Param("id")}
-	t, err := explain.Build(ec.Request().Context(), c.pool, r, explain.Options{Policy: c.cfg.Policy, Now: c.cfg.Now,
+	limit := TimelineDefault
+	if s := ec.QueryParam("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > TimelineMax {
+			return c.refuse(ec, http.StatusBadRequest, "limit must be from 1 to "+strconv.Itoa(TimelineMax))
+		}
+		limit = n
+	}
+	t, err := explain.Build(ec.Request().Context(), c.pool, r, explain.Options{Limit: limit, Policy: c.cfg.Policy, Now: c.cfg.Now,
 		ActionsWaiting: c.cfg.ActionsWaiting})
 	if err != nil {
 		return c.internal(ec, err)
@@ -216,7 +241,11 @@ func (c *Console) resource(ec echo.Context) error {
 	if t.Projection == nil && len(t.Entries) == 0 && len(t.Actions) == 0 {
 		return c.refuse(ec, http.StatusNotFound, "nothing is recorded for "+r.Key())
 	}
-	return c.render(ec, http.StatusOK, "resource.html", r.ID, t)
+	p := ResourcePage{Timeline: t}
+	if t.Truncated && limit < TimelineMax {
+		p.Older = resourceURL(r) + "?limit=" + strconv.Itoa(min(limit*4, TimelineMax))
+	}
+	return c.render(ec, http.StatusOK, "resource.html", r.ID, p)
 }
 
 // event shows one event; its payload only to a principal with the payload
