@@ -236,7 +236,7 @@ func TestReadOnlyPrincipalSeesNoReplayAndAForgedPostIsRefused(t *testing.T) {
 // again at once (and, its provider still down, ends dead), its attempts
 // kept, the press recorded in the audit log. The pending list answers from
 // the overview's pending figure.
-func TestOperatorRetriesARetryingEventNowFromItsList(t *testing.T) {
+func TestOperatorRetriesARetryingEventNowInABrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
 	b := newBundle(t)
