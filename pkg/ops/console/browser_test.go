@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hookyard/hookyard/pkg/ops/console"
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
@@ -227,4 +228,61 @@ func TestReadOnlyPrincipalSeesNoReplayAndAForgedPostIsRefused(t *testing.T) {
 	require.Equal(t, 403, fetchStatus(t, ctx, "/console/dead/replay-one",
 		"csrf="+tok+"&provider="+provider.StandardWebhooks+"&account="+account+"&environment="+env+"&event_id=msg_d1"))
 	require.Equal(t, "dead", status(t, b, "msg_d1"))
+}
+
+// An operator, in a real browser, follows the overview's retrying figure to
+// the retrying list, sees each event's attempts, next attempt and last
+// error, filters the list, and retries one now: it goes round the pipeline
+// again at once (and, its provider still down, ends dead), its attempts
+// kept, the press recorded in the audit log. The pending list answers from
+// the overview's pending figure.
+func TestOperatorRetriesARetryingEventNowInABrowser(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	b := newBundle(t)
+	makeRetrying(t, b, "msg_d1")
+	makeRetrying(t, b, "msg_d2")
+
+	loginIn(t, ctx, b.url, opsToken)
+	require.Equal(t, "2", strings.Fields(text(t, ctx, "#backlog-retrying"))[0])
+	require.Contains(t, text(t, ctx, "#backlog-retrying"), "next attempt in")
+	navigate(t, ctx, chromedp.Click(chromedp.CSS("#backlog-pending")))
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("#pending")))
+	require.Contains(t, text(t, ctx, "#pending"), "no pending events")
+
+	run(t, ctx, chromedp.Navigate(b.url+"/console/"), chromedp.WaitVisible(chromedp.CSS("#backlog-retrying")))
+	navigate(t, ctx, chromedp.Click(chromedp.CSS("#backlog-retrying")))
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("#retrying")))
+	list := text(t, ctx, "#retrying")
+	require.Contains(t, list, "msg_d1")
+	require.Contains(t, list, "msg_d2")
+	require.Contains(t, list, "provider answered 503", "the last error")
+	screenshot(t, ctx, "retrying.png")
+
+	// A filter that matches nothing, then the one event's type.
+	run(t, ctx,
+		chromedp.SendKeys(chromedp.CSS(`form.filters input[name="type"]`), "no.such.type"),
+		chromedp.Submit(chromedp.CSS(`form.filters input[name="type"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#retrying")),
+	)
+	require.Contains(t, text(t, ctx, "#retrying"), "no retrying events")
+	run(t, ctx,
+		chromedp.Navigate(b.url+"/console/retrying?type="+typeHint),
+		chromedp.WaitVisible(chromedp.CSS("#retrying")),
+	)
+	require.Equal(t, 2, value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#retrying button.retry-now").length`)))
+
+	// Retry msg_d1 now: its row's button.
+	navigate(t, ctx, chromedp.Click(chromedp.CSS(`#retrying button[data-event="msg_d1"]`)))
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("#event-status")))
+	require.True(t, strings.HasSuffix(value(t, ctx, chromedp.Location()), "/msg_d1"), "lands on the event")
+	b.p.WaitEvent("msg_d1", "dead")
+	require.Equal(t, "retrying", status(t, b, "msg_d2"), "only the pressed one")
+	var attempts int
+	require.NoError(t, b.p.Pool.QueryRow(t.Context(), `SELECT attempts FROM webhook_inbox WHERE event_id = 'msg_d1'`).Scan(&attempts))
+	require.Equal(t, 3, attempts, "the retry counted as the third attempt: attempts kept")
+	var audited int
+	require.NoError(t, b.p.Pool.QueryRow(t.Context(), `SELECT count(*) FROM ops_audit WHERE action = $1 AND target->>'EventID' = 'msg_d1'`,
+		console.ActionRetryNow).Scan(&audited))
+	require.Equal(t, 1, audited, "the press is in the audit log")
 }

@@ -137,6 +137,8 @@ func Mount(e *echo.Echo, pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Con
 	read.GET("/search", c.search)
 	read.GET("/resource/:provider/:account/:environment/:type/:id", c.resource)
 	read.GET("/event/:provider/:account/:environment/:event_id", c.event)
+	read.GET("/pending", c.waiting("pending", "Pending events"))
+	read.GET("/retrying", c.waiting("retrying", "Retrying events"))
 	read.GET("/dead", c.dead)
 	read.GET("/parked", c.parked)
 	read.GET("/actions", c.actions)
@@ -148,6 +150,7 @@ func Mount(e *echo.Echo, pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Con
 	op.GET("/dead/replay", c.deadEstimate)
 	op.POST("/dead/replay", c.deadReplay, c.csrf)
 	op.POST("/dead/replay-one", c.deadReplayOne, c.csrf)
+	op.POST("/retrying/retry-now", c.retryNow, c.csrf)
 	op.POST("/jobs/:id/cancel", c.cancelJob, c.csrf)
 	op.POST("/partitions/replay", c.partitionReplay, c.csrf)
 	return c, nil

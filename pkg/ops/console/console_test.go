@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -74,6 +75,15 @@ func status(t *testing.T, b *bundle, id string) string {
 	return row.Status
 }
 
+// makeRetrying leaves an event as the processor leaves one that failed
+// with attempts left: retrying, its next attempt an hour away.
+func makeRetrying(t *testing.T, b *bundle, id string) {
+	t.Helper()
+	_, err := b.p.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET status = 'retrying', attempts = 2, processed_at = NULL,
+    next_attempt_at = now() + interval '1 hour', last_error = 'provider answered 503' WHERE event_id = $1`, id)
+	require.NoError(t, err)
+}
+
 func replayOne(id string) url.Values {
 	return url.Values{"provider": {provider.StandardWebhooks}, "account": {account}, "environment": {env}, "event_id": {id}}
 }
@@ -123,6 +133,15 @@ func TestReadOnlyPrincipalCannotReplayEvenWithAValidCSRFToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, postForm(t, c, b.url+"/console/dead/replay", url.Values{"csrf": {tok}, "max": {"3"}}))
 	code, _ = get(t, c, b.url+"/console/dead/replay")
 	require.Equal(t, http.StatusForbidden, code, "not even the estimate")
+	makeRetrying(t, b, "msg_d2")
+	code, page = get(t, c, b.url+"/console/retrying")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, "msg_d2")
+	require.NotContains(t, page, "retry-now", "no retry form")
+	v2 := replayOne("msg_d2")
+	v2.Set("csrf", tok)
+	require.Equal(t, http.StatusForbidden, postForm(t, c, b.url+"/console/retrying/retry-now", v2))
+	require.Equal(t, "retrying", status(t, b, "msg_d2"))
 	code, _ = get(t, c, b.url+"/console/event/"+provider.StandardWebhooks+"/"+account+"/"+env+"/msg_d1?payload=1")
 	require.Equal(t, http.StatusForbidden, code, "no payload without the payload scope")
 	require.Equal(t, "dead", status(t, b, "msg_d1"))
@@ -201,4 +220,23 @@ func TestConsoleSessionCookieAndHeadersAreStrict(t *testing.T) {
 		require.NotContains(t, page, "<script>", "no inline script")
 		require.NotContains(t, page, "style=", "no inline style")
 	}
+}
+
+// A resource page shows its latest entries and, when older ones are left
+// out, links to a longer timeline, up to a bound it refuses to pass.
+func TestResourcePageShowsItsLatestEntriesAndLinksToOlderOnes(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	c := client(t)
+	login(t, c, b.url, readToken)
+	res := b.url + "/console/resource/" + provider.StandardWebhooks + "/" + account + "/" + env + "/subscription/" + subID
+	code, page := get(t, c, res+"?limit=2")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, "Only the latest 2 entries are shown")
+	require.Contains(t, page, `href="/console/resource/`+provider.StandardWebhooks+"/"+account+"/"+env+"/subscription/"+subID+`?limit=8"`)
+	code, page = get(t, c, res)
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, page, `id="older"`, "the whole story fits the default")
+	code, _ = get(t, c, res+fmt.Sprintf("?limit=%d", console.TimelineMax+1))
+	require.Equal(t, http.StatusBadRequest, code)
 }

@@ -1,7 +1,13 @@
 // Package console serves the operator's console under /console/ on the ops
 // address: the overview of what waits and what failed, search, a resource's
-// story (explain's timeline), the dead, parked, actions and jobs lists with
-// their replays, and the partitions.
+// story (explain's timeline), the pending, retrying, dead, parked, actions
+// and jobs lists with their replays (and a retrying event's "retry now"),
+// and the partitions.
+//
+// Every page reads a bounded part of an index, whatever the tables hold:
+// the overview's counts stop at OverviewCap ("1,000+"; the metrics count
+// exactly), a list page reads at most inbox.WaitingScanDefault entries past
+// its cursor, a resource's timeline its latest entries.
 //
 // Pages are rendered on the server (html/template) from assets embedded in
 // the binary; the one script (assets/console.js) only follows a job's

@@ -45,14 +45,18 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// Overview is the overview page's data.
+// Overview is the overview page's data. Every figure is a bounded read:
+// the backlog counts stop at OverviewCap, the outbox's too (beyond it the
+// span of its ids, an upper bound, is shown as such).
 type Overview struct {
-	Backlog        []inbox.Backlog
-	OutboxRows     int64
-	OutboxAge      float64
+	Cards          []Card
+	Cap            string
+	Outbox         outboxrelay.BacklogBound
+	OutboxCount    string
+	OutboxSpan     string
 	Lag            []PartitionRow
 	LagError       string
-	Actions        []action.Open
+	Actions        []action.OpenCapped
 	Parked         int64
 	Checkpoints    []reconciler.Checkpoint
 	Divergences24h int64
@@ -60,15 +64,17 @@ type Overview struct {
 
 func (c *Console) overview(ec echo.Context) error {
 	ctx := ec.Request().Context()
-	var o Overview
-	var err error
-	if o.Backlog, err = inbox.CountBacklog(ctx, c.pool); err != nil {
+	o := Overview{Cap: countText(OverviewCap, false)}
+	backlog, err := inbox.CountBacklogCapped(ctx, c.pool, OverviewCap)
+	if err != nil {
 		return c.internal(ec, err)
 	}
-	if o.OutboxRows, o.OutboxAge, err = outboxrelay.Backlog(ctx, c.pool); err != nil {
+	o.Cards = c.backlogCards(backlog)
+	if o.Outbox, err = outboxrelay.BacklogBounded(ctx, c.pool, OverviewCap); err != nil {
 		return c.internal(ec, err)
 	}
-	if o.Actions, err = action.CountOpen(ctx, c.pool); err != nil {
+	o.OutboxCount, o.OutboxSpan = countText(o.Outbox.Rows, o.Outbox.Capped), countText(o.Outbox.IDSpan, false)
+	if o.Actions, err = action.CountOpenCapped(ctx, c.pool, OverviewCap); err != nil {
 		return c.internal(ec, err)
 	}
 	if o.Parked, err = projection.CountParked(ctx, c.pool); err != nil {
@@ -199,10 +205,35 @@ func (c *Console) search(ec echo.Context) error {
 	return c.render(ec, http.StatusOK, "search.html", "Search", map[string]any{"Q": q, "Matches": matches})
 }
 
+// Timeline sizes of the resource page: the latest TimelineDefault entries,
+// and at most TimelineMax when the operator asks for older ones. Each
+// source is read newest first through its resource index, so a page costs
+// its entries, not the resource's history.
+const (
+	TimelineDefault = explain.LimitDefault
+	TimelineMax     = 2_000
+)
+
+// ResourcePage is the resource page's data.
+type ResourcePage struct {
+	explain.Timeline
+	// Older is the URL of the same page with more of the older entries;
+	// empty when none are left out, or at TimelineMax.
+	Older string
+}
+
 func (c *Console) resource(ec echo.Context) error {
 	r := message.Resource{Provider: ec.Param("provider"), SourceAccount: ec.Param("account"),
 		Environment: ec.Param("environment"), Type: ec.Param("type"), ID: ec.Param("id")}
-	t, err := explain.Build(ec.Request().Context(), c.pool, r, explain.Options{Policy: c.cfg.Policy, Now: c.cfg.Now,
+	limit := TimelineDefault
+	if s := ec.QueryParam("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > TimelineMax {
+			return c.refuse(ec, http.StatusBadRequest, "limit must be from 1 to "+strconv.Itoa(TimelineMax))
+		}
+		limit = n
+	}
+	t, err := explain.Build(ec.Request().Context(), c.pool, r, explain.Options{Limit: limit, Policy: c.cfg.Policy, Now: c.cfg.Now,
 		ActionsWaiting: c.cfg.ActionsWaiting})
 	if err != nil {
 		return c.internal(ec, err)
@@ -210,7 +241,11 @@ func (c *Console) resource(ec echo.Context) error {
 	if t.Projection == nil && len(t.Entries) == 0 && len(t.Actions) == 0 {
 		return c.refuse(ec, http.StatusNotFound, "nothing is recorded for "+r.Key())
 	}
-	return c.render(ec, http.StatusOK, "resource.html", r.ID, t)
+	p := ResourcePage{Timeline: t}
+	if t.Truncated && limit < TimelineMax {
+		p.Older = resourceURL(r) + "?limit=" + strconv.Itoa(min(limit*4, TimelineMax))
+	}
+	return c.render(ec, http.StatusOK, "resource.html", r.ID, p)
 }
 
 // event shows one event; its payload only to a principal with the payload
@@ -262,45 +297,14 @@ func (c *Console) deadFilter(ec echo.Context) (inbox.DeadFilter, url.Values, err
 	return f, v, err
 }
 
-// dead lists dead events, oldest first, a page at a time: the next page
-// starts after the last row's arrival time (keyset; events that arrived in
-// the same microsecond as a page's last row are shown on neither side's
-// page only if more than a page of them share it).
+// dead lists dead events, oldest first, a page at a time (keyset on the
+// arrival time and the event's identity; see inbox.ListWaiting).
 func (c *Console) dead(ec echo.Context) error {
-	f, v, err := c.deadFilter(ec)
-	if err != nil {
-		return c.refuse(ec, http.StatusBadRequest, err.Error())
+	w, err := c.list(ec, "dead", "/console/dead")
+	if w.Status == "" {
+		return err
 	}
-	if after := ec.QueryParam("after"); after != "" {
-		t, err := time.Parse(time.RFC3339Nano, after)
-		if err != nil {
-			return c.refuse(ec, http.StatusBadRequest, "after must be an RFC 3339 time")
-		}
-		if t2 := t.Add(time.Microsecond); t2.After(f.Since) {
-			f.Since = t2
-		}
-	}
-	f.Limit = c.cfg.PageSize + 1
-	rows, err := inbox.ListDead(ec.Request().Context(), c.pool, f)
-	if err != nil {
-		return c.internal(ec, err)
-	}
-	next := ""
-	if len(rows) > c.cfg.PageSize {
-		rows = rows[:c.cfg.PageSize]
-		nv := url.Values{}
-		for k := range v {
-			nv.Set(k, v.Get(k))
-		}
-		nv.Set("after", rows[len(rows)-1].ReceivedAt.UTC().Format(time.RFC3339Nano))
-		next = "/console/dead?" + nv.Encode()
-	}
-	links := make([]string, len(rows))
-	for i, r := range rows {
-		links[i] = eventURL(inbox.Key{Provider: r.Provider, SourceAccount: r.SourceAccount, Environment: r.Environment, EventID: r.EventID})
-	}
-	return c.render(ec, http.StatusOK, "dead.html", "Dead events", map[string]any{"Rows": rows, "Links": links,
-		"Filter": v, "Next": next, "Query": v.Encode()})
+	return c.render(ec, http.StatusOK, "dead.html", "Dead events", w)
 }
 
 // deadEstimate shows how many events a replay by the filter will touch

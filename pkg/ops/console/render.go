@@ -63,7 +63,8 @@ var funcs = template.FuncMap{
 		}
 		return v
 	},
-	"path": url.PathEscape,
+	"path":  url.PathEscape,
+	"count": countText,
 }
 
 func (c *Console) parse() error {
@@ -74,10 +75,10 @@ func (c *Console) parse() error {
 	c.pages = map[string]*template.Template{}
 	for _, n := range names {
 		base := n[len("templates/"):]
-		if base == "layout.html" {
-			continue
+		if base == "layout.html" || base == "list.html" {
+			continue // shared by every page: the frame, the lists' filters and pager
 		}
-		t, err := template.New(base).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		t, err := template.New(base).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/list.html", n)
 		if err != nil {
 			return fmt.Errorf("console: parse %s: %w", n, err)
 		}
