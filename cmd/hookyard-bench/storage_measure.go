@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -374,20 +375,35 @@ func (b *bench) fill(ctx context.Context, pool *pgxpool.Pool, rows, chunk int, p
 	return tables, nil
 }
 
-// dbWALSQL sums the WAL records from $1 to the flushed end that touch a
-// relation of database $2 (block references "rel <tablespace>/<db>/<rel>"),
-// full-page images included; commit records name no relation and are left
-// out. The server's LSN difference counts every database's writes; this
-// is the layout's own share.
-const dbWALSQL = `
-SELECT coalesce(sum(record_length), 0)::bigint FROM pg_get_wal_records_info($1::pg_lsn, pg_current_wal_flush_lsn())
-WHERE block_ref LIKE '%rel %/' || $2::text || '/%'`
+// dbWALStepSQL sums the WAL records from $1 up to the flushed end that
+// touch a relation of database $2 (block references
+// "rel <tablespace>/<db>/<rel>"), full-page images included; commit records
+// name no relation and are left out. It returns the end it read to, where
+// the next step starts.
+const dbWALStepSQL = `
+WITH e AS (SELECT pg_current_wal_flush_lsn() AS l)
+SELECT CASE WHEN (SELECT l FROM e) > $1::pg_lsn THEN
+         (SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info($1::pg_lsn, (SELECT l FROM e))
+          WHERE block_ref LIKE '%rel %/' || $2::text || '/%')
+       ELSE 0 END::bigint,
+       greatest((SELECT l FROM e), $1::pg_lsn)::text`
 
-// dbWAL is the WAL written since lsn to database name's relations, read
-// with pg_walinspect (installed in the bench's own database); ok is false
-// when it cannot say: no pg_walinspect, or the range's segments already
-// recycled by a checkpoint (a large pass).
-func (b *bench) dbWAL(ctx context.Context, name, lsn string) (n int64, ok bool) {
+// walMeter adds up, while a phase runs, the WAL written to one database's
+// relations: the server's LSN difference counts every database's writes,
+// this is the layout's own share. It reads with pg_walinspect (installed in
+// the bench's own database) every couple of seconds, so that a checkpoint
+// during a long phase does not recycle segments it has yet to read.
+type walMeter struct {
+	total int64
+	err   error
+	once  sync.Once
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// startWALMeter starts reading from lsn; nil when pg_walinspect is not
+// available (said once).
+func (b *bench) startWALMeter(ctx context.Context, dbName, lsn string) *walMeter {
 	if b.walInspect == 0 {
 		b.walInspect = -1
 		if _, err := b.pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err == nil {
@@ -397,17 +413,63 @@ func (b *bench) dbWAL(ctx context.Context, name, lsn string) (n int64, ok bool) 
 		}
 	}
 	if b.walInspect < 0 {
-		return 0, false
+		return nil
 	}
+	m := &walMeter{stop: make(chan struct{}), done: make(chan struct{})}
 	var oid uint32
-	if err := b.pool.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = $1`, name).Scan(&oid); err != nil {
-		return 0, false
+	if m.err = b.pool.QueryRow(ctx, `SELECT oid FROM pg_database WHERE datname = $1`, dbName).Scan(&oid); m.err != nil {
+		close(m.done)
+		return m
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := b.pool.QueryRow(ctx, dbWALSQL, lsn, strconv.FormatUint(uint64(oid), 10)).Scan(&n); err != nil {
-		b.step("storage: per-database WAL since %s not read: %v", lsn, err)
-		return 0, false
+	db := strconv.FormatUint(uint64(oid), 10)
+	go func() {
+		defer close(m.done)
+		from := lsn
+		step := func() {
+			var n int64
+			if m.err == nil {
+				m.err = b.pool.QueryRow(ctx, dbWALStepSQL, from, db).Scan(&n, &from)
+				m.total += n
+			}
+		}
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				step()
+				return
+			case <-ctx.Done():
+				m.err = ctx.Err()
+				return
+			case <-t.C:
+				step()
+			}
+		}
+	}()
+	return m
+}
+
+// halt stops the meter (after a last read) and waits for it; a phase that
+// failed halts it by defer.
+func (m *walMeter) halt() {
+	if m == nil {
+		return
 	}
-	return n, true
+	m.once.Do(func() { close(m.stop) })
+	<-m.done
+}
+
+// end reads to the flushed end and returns the total, -1 when the meter
+// could not read (said once).
+func (m *walMeter) end(b *bench) int64 {
+	if m == nil {
+		return -1
+	}
+	m.halt()
+	if m.err != nil {
+		b.step("storage: per-database WAL not read: %v", m.err)
+		return -1
+	}
+	return m.total
 }

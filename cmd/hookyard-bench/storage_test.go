@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +91,29 @@ CREATE INDEX ON webhook_inbox_body (event_id)`)
 	for g := range sz.Groups {
 		require.False(t, strings.HasPrefix(g, "webhook_inbox_body_"), "partition %s counted apart from its table", g)
 	}
+}
+
+func TestStorageWALMeterCountsTheDatabasesWritesOrSaysItCannot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	b := &bench{pool: s.Pool, progress: io.Discard, opts: options{}}
+	var dbName string
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT current_database()`).Scan(&dbName))
+	lsn, err := walLSN(ctx, s.Pool)
+	require.NoError(t, err)
+	m := b.startWALMeter(ctx, dbName, lsn)
+	_, err = b.fill(ctx, s.Pool, 500, 100, nil)
+	require.NoError(t, err)
+	got := m.end(b)
+	if b.walInspect < 0 {
+		require.EqualValues(t, -1, got, "no pg_walinspect on this server: the meter says it cannot tell")
+		return
+	}
+	// At least the heap tuples of 500 rows of ~250 B bodies (the test
+	// database's other schemas may add to it, never take away).
+	require.Greater(t, got, int64(500*250))
+	require.EqualValues(t, got, m.end(b), "ending twice reads nothing more")
 }
 
 func TestStorageFillRefusesARequiredColumnItCannotFill(t *testing.T) {

@@ -107,6 +107,8 @@ func (b *bench) trafficSide(ctx context.Context, s *storageSide, horizon, interv
 	if err != nil {
 		return nil, err
 	}
+	meter := b.startWALMeter(ctx, r.dbName, lsn)
+	defer func() { meter.halt() }()
 	rp, err := startReceiver(ctx, s.bin, cfgPath, dbURL, b.opts.receiverLog, b.progress)
 	if err != nil {
 		return nil, err
@@ -127,7 +129,7 @@ func (b *bench) trafficSide(ctx context.Context, s *storageSide, horizon, interv
 	if r.IntakeWAL, err = walSince(ctx, pool, lsn); err != nil {
 		return nil, err
 	}
-	r.IntakeWALDB = b.dbWALOr(ctx, r.dbName, lsn)
+	r.IntakeWALDB = meter.end(b)
 	if st.accepted == 0 {
 		return nil, fmt.Errorf("the receiver accepted nothing: %s", st.errorSummary())
 	}
@@ -138,6 +140,7 @@ func (b *bench) trafficSide(ctx context.Context, s *storageSide, horizon, interv
 	if lsn, err = walLSN(ctx, pool); err != nil {
 		return nil, err
 	}
+	meter = b.startWALMeter(ctx, r.dbName, lsn)
 	start := time.Now()
 	p, err := b.startDev(ctx, devSpec{bin: s.bin, dbURL: dbURL, statistics: true, cfgPath: cfgPath, auth: auth})
 	if err != nil {
@@ -153,7 +156,7 @@ func (b *bench) trafficSide(ctx context.Context, s *storageSide, horizon, interv
 	if r.ProcessWAL, err = walSince(ctx, pool, lsn); err != nil {
 		return nil, err
 	}
-	r.ProcessWALDB = b.dbWALOr(ctx, r.dbName, lsn)
+	r.ProcessWALDB = meter.end(b)
 	if r.After, err = readSizes(ctx, pool); err != nil {
 		return nil, err
 	}
@@ -201,6 +204,8 @@ func (b *bench) measurePass(ctx context.Context, s *storageSide, pool *pgxpool.P
 	if err != nil {
 		return nil, err
 	}
+	meter := b.startWALMeter(ctx, dbName, lsn)
+	defer meter.halt()
 	start := time.Now()
 	if err := retentionPass(ctx, s, cfgPath, dbURL, horizon); err != nil {
 		return nil, err
@@ -209,7 +214,7 @@ func (b *bench) measurePass(ctx context.Context, s *storageSide, pool *pgxpool.P
 	if r.WAL, err = walSince(ctx, pool, lsn); err != nil {
 		return nil, err
 	}
-	r.WALDB = b.dbWALOr(ctx, dbName, lsn)
+	r.WALDB = meter.end(b)
 	if r.After, err = readSizes(ctx, pool); err != nil {
 		return nil, err
 	}
@@ -317,14 +322,6 @@ func (b *bench) storagePurge(ctx context.Context, sides []*storageSide) error {
 		}
 	}
 	return nil
-}
-
-// dbWALOr is dbWAL, -1 when it cannot say.
-func (b *bench) dbWALOr(ctx context.Context, name, lsn string) int64 {
-	if n, ok := b.dbWAL(ctx, name, lsn); ok {
-		return n
-	}
-	return -1
 }
 
 func fmtBytes(n int64) string {
