@@ -215,7 +215,8 @@ type ladderResult struct {
 
 // storageLadder raises the rate by -storage-ladder-step from
 // -storage-ladder-start until a rate misses (p99 over 1 s, or the receiver
-// accepted less than 95% of it), on each layout.
+// accepted less than 95% of it), on each layout; when the start misses, it
+// halves the rate until one holds.
 func (b *bench) storageLadder(ctx context.Context, sides []*storageSide) error {
 	var results []*ladderResult
 	defer func() { b.printLadder(sides, results) }()
@@ -244,7 +245,9 @@ func (b *bench) ladderSide(ctx context.Context, s *storageSide, r *ladderResult)
 		return err
 	}
 	defer p.close()
-	rate := o.ladderStart
+	// Upwards from the start until a rate misses; if the start already
+	// misses (a busy machine), halving until one holds, as section D does.
+	rate, down := o.ladderStart, false
 	for range o.ladderMaxSteps {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -270,13 +273,35 @@ func (b *bench) ladderSide(ctx context.Context, s *storageSide, r *ladderResult)
 			st.DevPer = (dev1.proc - dev0.proc) / float64(run.Rows)
 		}
 		r.Steps = append(r.Steps, st)
-		if !run.ok() {
-			break
+		var held, stop bool
+		rate, held, stop = ladderNext(rate, o.ladderStep, run.ok(), len(r.Steps) == 1, &down)
+		if held {
+			r.Best = st.Run.Rate
 		}
-		r.Best = rate
-		rate *= o.ladderStep
+		if stop {
+			return nil
+		}
 	}
 	return nil
+}
+
+// ladderNext decides after a step at rate: upwards (×step) while rates
+// hold, stopping at the first miss; when the first step misses, downwards
+// (halving) until one holds. held says the step's rate counts as held.
+func ladderNext(rate, step float64, ok, first bool, down *bool) (next float64, held, stop bool) {
+	if first && !ok {
+		*down = true
+	}
+	switch {
+	case *down && ok:
+		return rate, true, true
+	case *down:
+		return rate / 2, false, false
+	case !ok:
+		return rate, false, true
+	default:
+		return rate * step, true, false
+	}
 }
 
 func (b *bench) printLadder(sides []*storageSide, results []*ladderResult) {
@@ -320,7 +345,7 @@ func (b *bench) printLadder(sides []*storageSide, results []*ladderResult) {
 		best = append(best, c, "", "", "", "")
 	}
 	t.add(best...)
-	t.note("Section D's search on each layout, from -storage-ladder-start (%s/s) up by ×%.2f, %s a step, until a rate misses (a rate holds when every event is processed within the drain, no delivery failed, the receiver accepted ≥ 95%% of the rate and both inbox and HTTP p99 are ≤ 1 s) or after %d steps. Postgres CPU is utime+stime from /proc of the postmaster and every child (all: the whole server, shared with anything else on it) and of the backends connected to the layout's database (own), sampled before and after each step (drain included), divided by the step's events.",
+	t.note("Section D's search on each layout, from -storage-ladder-start (%s/s) up by ×%.2f, %s a step, until a rate misses, or, when the first rate misses, halving it until one holds (a rate holds when every event is processed within the drain, no delivery failed, the receiver accepted ≥ 95%% of the rate and both inbox and HTTP p99 are ≤ 1 s) or after %d steps. Postgres CPU is utime+stime from /proc of the postmaster and every child (all: the whole server, shared with anything else on it) and of the backends connected to the layout's database (own), sampled before and after each step (drain included), divided by the step's events.",
 		fmtRate(b.opts.ladderStart), b.opts.ladderStep, b.opts.ladderDuration, b.opts.ladderMaxSteps)
 	b.addSideNotes(t, sides)
 	t.data = map[string]any{"results": results}

@@ -265,3 +265,31 @@ func TestStorageQuickShrinksOnlyWhatIsNotGiven(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, o.storage, "the default run leaves the hour-long storage section out")
 }
+
+func TestStorageLadderGoesUpUntilAMissOrDownUntilAHold(t *testing.T) {
+	t.Parallel()
+	walk := func(holds func(rate float64) bool) (tried []float64, best float64) {
+		rate, down := 4000.0, false
+		for range 12 {
+			tried = append(tried, rate)
+			next, held, stop := ladderNext(rate, 1.25, holds(rate), len(tried) == 1, &down)
+			if held {
+				best = rate
+			}
+			if stop {
+				break
+			}
+			rate = next
+		}
+		return tried, best
+	}
+	tried, best := walk(func(r float64) bool { return r <= 6000 })
+	require.Equal(t, []float64{4000, 5000, 6250}, tried, "up by 1.25 until the first miss")
+	require.Equal(t, 5000.0, best)
+	tried, best = walk(func(r float64) bool { return r <= 1500 })
+	require.Equal(t, []float64{4000, 2000, 1000}, tried, "the start missed: halving until one holds")
+	require.Equal(t, 1000.0, best)
+	tried, best = walk(func(float64) bool { return false })
+	require.Len(t, tried, 12, "never holds: stops after the steps it was given")
+	require.Zero(t, best)
+}

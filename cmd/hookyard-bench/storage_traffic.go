@@ -439,23 +439,22 @@ func (b *bench) printTraffic(sides []*storageSide, results []*trafficResult) {
 		}
 		return r.Retention.WAL, r.Retention.WALDB, r.Accepted
 	})...)...)
-	ret := []string{"retention pass: time / total on disk after / dead tuples after"}
+	ret := []string{"retention pass: time, size after / dead tuples after"}
 	for _, r := range results {
 		if r.Retention == nil {
 			ret = append(ret, "failed: "+r.RetentionErr, "")
 			continue
 		}
-		ret = append(ret, fmt.Sprintf("%s / %s", fmtDur(secs(r.Retention.Seconds)), fmtBytes(r.Retention.After.Total)), fmtInt(r.Retention.Dead))
+		ret = append(ret, fmt.Sprintf("%s, %s on disk", fmtDur(secs(r.Retention.Seconds)), fmtBytes(r.Retention.After.Total)),
+			fmtInt(r.Retention.Dead)+" dead tuples")
 	}
 	w.add(ret...)
-	w.add(append([]string{"intake accepted/s / HTTP errors"}, func() []string {
-		var c []string
-		for _, r := range results {
-			c = append(c, fmtRate(r.IntakeRate), r.HTTPErrors)
-		}
-		return c
-	}()...)...)
-	w.note("Server WAL is pg_current_wal_insert_lsn() before and after each phase: anything else writing to this Postgres counts too. The database's WAL is the share of it whose records touch the layout's database's relations, full-page images included, commit records not (pg_walinspect's pg_get_wal_records_info, read from the bench database; n/a without the extension or once a checkpoint recycled the range). Intake is `hookyard receiver` alone taking %s deliveries at %s/s open loop (nothing consumes the outbox yet); processing is `hookyard dev` started afterwards on the same database until no event is pending (its relay publishes the backlog to kfake, its processor writes projections and history); retention is one pass (today: `hookyard purge -older-than %s`; new: the binary's retention command) after a CHECKPOINT, once the newest event is a horizon and a partition interval old (horizon %s, interval %s).",
+	intake := []string{"intake accepted / HTTP errors"}
+	for _, r := range results {
+		intake = append(intake, fmtRate(r.IntakeRate)+"/s", "errors: "+r.HTTPErrors)
+	}
+	w.add(intake...)
+	w.note("Server WAL is pg_current_wal_insert_lsn() before and after each phase: anything else writing to this Postgres counts too. The database's WAL is the share of it whose records touch the layout's database's relations, full-page images included, commit records not (pg_walinspect's pg_get_wal_records_info from the bench database, read every 2 s during the phase; n/a without the extension). Intake is `hookyard receiver` alone taking %s deliveries at %s/s open loop (nothing consumes the outbox yet); processing is `hookyard dev` started afterwards on the same database until no event is pending (its relay publishes the backlog to kfake, its processor writes projections and history); retention is one pass (today: `hookyard purge -older-than %s`; new: the binary's retention command) after a CHECKPOINT, once the newest event is a horizon and a partition interval old (horizon %s, interval %s).",
 		fmtInt(int64(b.opts.storageEvents)), fmtRate(b.opts.storageIntakeRate), b.opts.soakHorizon, b.opts.soakHorizon, b.opts.soakInterval)
 	b.emit(w)
 }
@@ -531,7 +530,7 @@ func (b *bench) printPurge(sides []*storageSide, results []*purgeResult) {
 	})
 	row("dead tuples after the pass", func(r *purgeResult) string { return fmtInt(r.Pass.Dead) })
 	row("inbox rows after the pass", func(r *purgeResult) string { return fmtInt(r.Pass.Retained) })
-	t.note("Each layout migrated by its own binary, then filled with processed Chargebee events by INSERT … SELECT generate_series (%s rows per statement, received_at = clock_timestamp(), columns chosen from the catalogue: webhook_inbox and, where they exist, %s), VACUUM ANALYZE; once every row is a horizon (%s) and a partition interval (%s) old, a CHECKPOINT, then one retention pass timed as a subprocess. Today's pass is `hookyard purge -older-than %s` (payloads dropped chunk by chunk, identities kept). WAL: the whole server's (pg_current_wal_insert_lsn()) and the records touching the layout's database (pg_walinspect; n/a when checkpoints during a large pass recycled the range).",
+	t.note("Each layout migrated by its own binary, then filled with processed Chargebee events by INSERT … SELECT generate_series (%s rows per statement, received_at = clock_timestamp(), columns chosen from the catalogue: webhook_inbox and, where they exist, %s), VACUUM ANALYZE; once every row is a horizon (%s) and a partition interval (%s) old, a CHECKPOINT, then one retention pass timed as a subprocess. Today's pass is `hookyard purge -older-than %s` (payloads dropped chunk by chunk, identities kept). WAL: the whole server's (pg_current_wal_insert_lsn()) and the records touching the layout's database (pg_walinspect, read every 2 s during the pass; n/a without the extension).",
 		fmtInt(250_000), b.opts.storageBodyTables, b.opts.soakHorizon, b.opts.soakInterval, b.opts.soakHorizon)
 	b.addSideNotes(t, sides)
 	t.data = map[string]any{"results": results}
