@@ -307,6 +307,14 @@ func (b *bench) prepareSide(ctx context.Context, s *storageSide, part string, ho
 		if err != nil {
 			return "", "", "", err
 		}
+		if s.retentionCmd != nil {
+			// A pass on the empty schema first: a maintainer that creates
+			// partitions ahead does so before the receiver or the fill
+			// writes the first row (the services' own rounds come later).
+			if err := newRetentionPass(ctx, s, cfgPath, dbURL); err != nil {
+				s.note("retention pass on the empty schema failed: %v", err)
+			}
+		}
 		return dbURL, cfgPath, auth, nil
 	}
 }

@@ -265,13 +265,6 @@ func (b *bench) storagePurge(ctx context.Context, sides []*storageSide) error {
 		if err != nil {
 			return err
 		}
-		if s.retentionCmd != nil {
-			// A pass on the empty schema first: the maintainer creates the
-			// partitions ahead that the fill's rows go to.
-			if err := newRetentionPass(ctx, s, cfgPath, dbURL); err != nil {
-				s.note("retention pass before the fill failed: %v", err)
-			}
-		}
 		start := time.Now()
 		last := time.Now()
 		r.Tables, err = b.fill(ctx, pool, r.Rows, 250_000, func(done int) {
