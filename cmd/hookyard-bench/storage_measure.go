@@ -98,19 +98,38 @@ func countInbox(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	return n, nil
 }
 
-// pgCPUSample is CPU seconds used so far by every process of the Postgres
-// server (postmaster and its children), and by the backends connected to
-// one database.
+// pgCPUSample is CPU seconds used so far by each process of the Postgres
+// server (postmaster and its children), and the pids of the backends
+// connected to one database.
 type pgCPUSample struct {
-	all, own float64
+	procs map[int]float64
+	own   []int
+}
+
+// since is the CPU the server's processes, and the database's backends,
+// used between s0 and s: per process, so that one that ended in between
+// (its CPU gone from /proc) takes nothing away from the others; one that
+// started in between counts whole.
+func (s pgCPUSample) since(s0 pgCPUSample) (all, own float64) {
+	for pid, c := range s.procs {
+		d := c - s0.procs[pid]
+		if d < 0 { // a pid reused by a new process
+			d = c
+		}
+		all += d
+		if slices.Contains(s.own, pid) {
+			own += d
+		}
+	}
+	return all, own
 }
 
 // postgresCPU reads the server's processes from /proc: the postmaster's pid
 // is the first line of postmaster.pid in the data directory. A process that
-// ended between two samples takes its CPU with it (the services' pooled
-// connections live through a run; short ones are few).
+// ended between two samples takes its last CPU with it (the services'
+// pooled connections live through a run; short ones are few).
 func postgresCPU(ctx context.Context, pool *pgxpool.Pool) (pgCPUSample, error) {
-	var s pgCPUSample
+	s := pgCPUSample{procs: map[int]float64{}}
 	var dataDir string
 	if err := pool.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dataDir); err != nil {
 		return s, fmt.Errorf("read data_directory: %w", err)
@@ -124,9 +143,8 @@ func postgresCPU(ctx context.Context, pool *pgxpool.Pool) (pgCPUSample, error) {
 	if err != nil {
 		return s, fmt.Errorf("postmaster.pid: %q is not a pid", first)
 	}
-	s.all = procCPU(strconv.Itoa(pm))
-	for _, pid := range childPIDs(pm) {
-		s.all += procCPU(strconv.Itoa(pid))
+	for _, pid := range append(childPIDs(pm), pm) {
+		s.procs[pid] = procCPU(strconv.Itoa(pid))
 	}
 	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
   AND application_name NOT LIKE 'hookyard-bench%'`)
@@ -138,7 +156,7 @@ func postgresCPU(ctx context.Context, pool *pgxpool.Pool) (pgCPUSample, error) {
 		return s, fmt.Errorf("read backends: %w", err)
 	}
 	for _, pid := range pids {
-		s.own += procCPU(strconv.Itoa(int(pid)))
+		s.own = append(s.own, int(pid))
 	}
 	return s, nil
 }

@@ -266,7 +266,8 @@ func (b *bench) ladderSide(ctx context.Context, s *storageSide, r *ladderResult)
 			return err
 		}
 		dev1 := readCPU(p.dev.pid())
-		st := &ladderStep{Run: run, PGAll: c1.all - c0.all, PGOwn: c1.own - c0.own, Processed: run.Rows}
+		st := &ladderStep{Run: run, Processed: run.Rows}
+		st.PGAll, st.PGOwn = c1.since(c0)
 		if run.Rows > 0 {
 			st.PerEvent = st.PGAll / float64(run.Rows)
 			st.OwnPer = st.PGOwn / float64(run.Rows)
@@ -345,7 +346,7 @@ func (b *bench) printLadder(sides []*storageSide, results []*ladderResult) {
 		best = append(best, c, "", "", "", "")
 	}
 	t.add(best...)
-	t.note("Section D's search on each layout, from -storage-ladder-start (%s/s) up by ×%.2f, %s a step, until a rate misses, or, when the first rate misses, halving it until one holds (a rate holds when every event is processed within the drain, no delivery failed, the receiver accepted ≥ 95%% of the rate and both inbox and HTTP p99 are ≤ 1 s) or after %d steps. Postgres CPU is utime+stime from /proc of the postmaster and every child (all: the whole server, shared with anything else on it) and of the backends connected to the layout's database (own), sampled before and after each step (drain included), divided by the step's events.",
+	t.note("Section D's search on each layout, from -storage-ladder-start (%s/s) up by ×%.2f, %s a step, until a rate misses, or, when the first rate misses, halving it until one holds (a rate holds when every event is processed within the drain, no delivery failed, the receiver accepted ≥ 95%% of the rate and both inbox and HTTP p99 are ≤ 1 s) or after %d steps. Postgres CPU is utime+stime from /proc of the postmaster and every child (all: the whole server, shared with anything else on it) and of the backends connected to the layout's database at the step's end (own), per process between samples before and after each step (drain included; a process that ended in between is left out), divided by the step's events.",
 		fmtRate(b.opts.ladderStart), b.opts.ladderStep, b.opts.ladderDuration, b.opts.ladderMaxSteps)
 	b.addSideNotes(t, sides)
 	t.data = map[string]any{"results": results}

@@ -240,6 +240,16 @@ func TestStorageDatabasesAreNeverTheBenchDatabaseItself(t *testing.T) {
 	require.Error(t, err)
 }
 
+func TestPostgresCPUNeverLosesWhatAnEndedProcessUsed(t *testing.T) {
+	t.Parallel()
+	s0 := pgCPUSample{procs: map[int]float64{1: 10, 2: 5, 3: 40}}
+	// 3 ended (its 40 s gone from /proc), 4 started, 2 is the database's.
+	s1 := pgCPUSample{procs: map[int]float64{1: 12, 2: 6.5, 4: 0.25}, own: []int{2}}
+	all, own := s1.since(s0)
+	require.InDelta(t, 2+1.5+0.25, all, 1e-9)
+	require.InDelta(t, 1.5, own, 1e-9)
+}
+
 func TestPostgresCPUFindsAProcessByItsParent(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command("sleep", "5")
