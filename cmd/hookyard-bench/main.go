@@ -295,7 +295,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 // storageQuickValues are the flags -storage-quick sets when they are not
-// given: the whole storage section in about 15 minutes.
+// given: the whole storage section in about 20 minutes.
 var storageQuickValues = map[string]string{
 	"storage-events":           "10000",
 	"storage-purge-rows":       "1000000",
