@@ -15,7 +15,11 @@
 //   - pipeline: `hookyard dev` from an empty database under open-loop
 //     signed Chargebee deliveries, latency processed_at - received_at from
 //     the inbox, without statistics and analyzed, and the highest rate that
-//     keeps p99 within a second.
+//     keeps p99 within a second;
+//   - storage (-storage, not in the default run): today's layout, the
+//     binary of a git revision, against this checkout's on the same
+//     traffic: bytes and WAL per event, a retention pass at 10M rows, a
+//     soak under a short horizon, and each layout's rate ladder.
 //
 // Every table also goes to bench-results/<start time>.json with the flags
 // and the machine, so that runs can be compared.
@@ -37,6 +41,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +60,27 @@ const DBURLDefault = "postgres://postgres@127.0.0.1:5432/hookyard_bench?sslmode=
 type options struct {
 	receiver, processor, relay bool
 	inbox, pipeline            bool
+	storage                    bool
+
+	storageParts        map[string]bool
+	storageQuick        bool
+	storageBaselineRev  string
+	storageBaselineBin  string
+	storageEvents       int
+	storageIntakeRate   float64
+	storageDrain        time.Duration
+	storagePurgeRows    int
+	storageRetentionCmd string
+	storageBodyTables   string
+	storageNewConfig    string
+	soakRate            float64
+	soakDuration        time.Duration
+	soakHorizon         time.Duration
+	soakInterval        time.Duration
+	ladderStart         float64
+	ladderStep          float64
+	ladderDuration      time.Duration
+	ladderMaxSteps      int
 
 	args       []string          // the command line, for the results file
 	flags      map[string]string // every flag's value, defaults included
@@ -114,6 +140,26 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pipeWorkers, "pipeline-workers", 128, "D: concurrent HTTP senders (keep-alive connections) of the open loop")
 	fs.IntVar(&o.pipeSubs, "pipeline-subscriptions", 10_000, "D: distinct Chargebee subscriptions the events are about")
 	fs.StringVar(&o.pipeSyncCommit, "pipeline-synchronous-commit", "", "D: synchronous_commit for the section's database (ALTER DATABASE … SET; empty: the server's), to see what a commit's WAL flush costs")
+	fs.BoolVar(&o.storage, "storage", false, "run section S: today's storage layout (the binary of -storage-baseline-rev) against this checkout's, side by side: bytes and WAL per event, a retention pass at -storage-purge-rows, a soak with a short horizon, a rate ladder (about two hours; not part of the default run)")
+	partsFlag := fs.String("storage-parts", strings.Join(storageParts, ","), "S: the parts to run, comma-separated: traffic (bytes and WAL per event), purge (retention pass at -storage-purge-rows), soak, ladder")
+	fs.BoolVar(&o.storageQuick, "storage-quick", false, "S: everything small, to check the harness in minutes: 10k events, 1M-row purge, 3-minute soak with a 1-minute horizon and 30 s interval, 10 s ladder steps (flags given explicitly still win)")
+	fs.StringVar(&o.storageBaselineRev, "storage-baseline-rev", "2092dc9", "S: git revision of today's layout; its binary is built once (git archive, go build) into $TMPDIR/hookyard-bench-rev/<commit>")
+	fs.StringVar(&o.storageBaselineBin, "storage-baseline-bin", "", "S: a prebuilt binary of today's layout instead of building -storage-baseline-rev")
+	fs.IntVar(&o.storageEvents, "storage-events", 100_000, "S traffic: Chargebee deliveries through each layout")
+	fs.Float64Var(&o.storageIntakeRate, "storage-intake-rate", 2000, "S traffic: open-loop rate of the deliveries to the receiver alone")
+	fs.DurationVar(&o.storageDrain, "storage-drain", 10*time.Minute, "S traffic: how long `hookyard dev` may take to process the backlog")
+	fs.IntVar(&o.storagePurgeRows, "storage-purge-rows", 10_000_000, "S purge: inbox rows filled by SQL into each layout before its retention pass")
+	fs.StringVar(&o.storageRetentionCmd, "storage-retention-cmd", "retention", "S: the new binary's retention command and its arguments (run with its config, whose retention keys hold the horizons); a binary without it runs today's `purge -older-than`")
+	fs.StringVar(&o.storageBodyTables, "storage-body-tables", "webhook_inbox_body", "S purge: comma-separated tables the fill writes beside webhook_inbox where they exist (the new layout's bodies)")
+	fs.StringVar(&o.storageNewConfig, "storage-new-config", "", "S: YAML file appended to the new side's config instead of the generated retention keys")
+	fs.Float64Var(&o.soakRate, "soak-rate", 1000, "S soak: steady events/s (2 cores sustain 4,000/s in section D; 1,000/s leaves room for retention)")
+	fs.DurationVar(&o.soakDuration, "soak-duration", 20*time.Minute, "S soak: length of each layout's soak")
+	fs.DurationVar(&o.soakHorizon, "soak-horizon", 3*time.Minute, "S: retention horizon (payload, identity, history ages) of the soak, the traffic's and the purge's retention passes")
+	fs.DurationVar(&o.soakInterval, "soak-interval", time.Minute, "S: partition interval of the new layout, the reconciler's interval and the soak's sample window")
+	fs.Float64Var(&o.ladderStart, "storage-ladder-start", 4000, "S ladder: first rate (events/s)")
+	fs.Float64Var(&o.ladderStep, "storage-ladder-step", 1.25, "S ladder: factor between rates")
+	fs.DurationVar(&o.ladderDuration, "storage-ladder-duration", 20*time.Second, "S ladder: length of each step")
+	fs.IntVar(&o.ladderMaxSteps, "storage-ladder-max-steps", 12, "S ladder: give up after this many rates")
 	fs.StringVar(&o.resultsDir, "results-dir", "bench-results", "write every table, the flags and the machine to DIR/<start time>.json (empty: no file)")
 	fs.BoolVar(&o.inbox, "inbox", false, "run section B3: processor events/s at each -inbox-rows inbox size, without statistics and analyzed (default: all sections)")
 	inboxRows := fs.String("inbox-rows", "10000,1000000", "B3: comma-separated inbox sizes (finished events preloaded with generate_series) to measure the processor on")
@@ -153,9 +199,32 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.seed = *seed
 	o.args = args
+	if o.storageQuick {
+		// Through the flag set, so that the results file shows the values
+		// the run used.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range storageQuickValues {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return o, fmt.Errorf("-storage-quick: %s: %w", name, err)
+				}
+			}
+		}
+	}
+	o.storageParts = map[string]bool{}
+	for _, s := range strings.Split(*partsFlag, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(storageParts, s) {
+			return o, fmt.Errorf("-storage-parts: %q is none of %s", s, strings.Join(storageParts, ", "))
+		}
+		o.storageParts[s] = true
+	}
 	o.flags = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { o.flags[f.Name] = f.Value.String() })
-	if !o.receiver && !o.processor && !o.relay && !o.inbox && !o.pipeline {
+	if !o.receiver && !o.processor && !o.relay && !o.inbox && !o.pipeline && !o.storage {
 		o.receiver, o.processor, o.relay, o.inbox, o.pipeline = true, true, true, true, true
 	}
 	for _, s := range strings.Split(*pipeRates, ",") {
@@ -213,8 +282,29 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-pipeline-rate must be positive, -pipeline-duration and -pipeline-search-duration at least 1s")
 	case o.pipeWorkers < 1 || o.pipeSubs < 1 || o.pipeDrain < time.Second || o.pipeWarmup < 0:
 		return o, errors.New("-pipeline-workers and -pipeline-subscriptions must be positive, -pipeline-drain at least 1s, -pipeline-warmup not negative")
+	case o.storage && len(o.storageParts) == 0:
+		return o, errors.New("-storage-parts needs at least one part")
+	case o.storageEvents < 1 || o.storageIntakeRate <= 0 || o.storagePurgeRows < 1 || o.soakRate <= 0:
+		return o, errors.New("-storage-events, -storage-intake-rate, -storage-purge-rows and -soak-rate must be positive")
+	case o.soakInterval < time.Second || o.soakHorizon < o.soakInterval || o.soakDuration < o.soakInterval:
+		return o, errors.New("-soak-interval must be at least 1s, -soak-horizon and -soak-duration at least -soak-interval")
+	case o.ladderStart <= 0 || o.ladderStep <= 1 || o.ladderDuration < time.Second || o.ladderMaxSteps < 1:
+		return o, errors.New("-storage-ladder-start must be positive, -storage-ladder-step above 1, -storage-ladder-duration at least 1s, -storage-ladder-max-steps at least 1")
 	}
 	return o, nil
+}
+
+// storageQuickValues are the flags -storage-quick sets when they are not
+// given: the whole storage section in about 20 minutes.
+var storageQuickValues = map[string]string{
+	"storage-events":           "10000",
+	"storage-purge-rows":       "1000000",
+	"soak-duration":            "3m",
+	"soak-horizon":             "1m",
+	"soak-interval":            "30s",
+	"storage-ladder-start":     "2000",
+	"storage-ladder-duration":  "10s",
+	"storage-ladder-max-steps": "4",
 }
 
 func envOr(k, def string) string {
@@ -289,6 +379,8 @@ type bench struct {
 
 	tmpDir string // holds the hookyard binary when the bench built it
 	binary string
+
+	walInspect int // pg_walinspect in the bench database: 0 not tried, 1 there, -1 not available
 }
 
 // hookyardBinary returns -bin, or builds the module root's binary once.
@@ -367,6 +459,11 @@ func (b *bench) run(ctx context.Context) error {
 	if b.opts.pipeline && ctx.Err() == nil {
 		if err := b.pipelineSection(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("pipeline section: %w", err))
+		}
+	}
+	if b.opts.storage && ctx.Err() == nil {
+		if err := b.storageSection(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("storage section: %w", err))
 		}
 	}
 	return errors.Join(errs...)

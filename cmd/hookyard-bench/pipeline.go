@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -190,13 +191,7 @@ func pipelineDBURL(base string) (string, string, error) {
 	return u.String(), name, nil
 }
 
-func (b *bench) startPipeline(ctx context.Context, statistics bool) (p *pipeline, err error) {
-	p = &pipeline{b: b}
-	defer func() {
-		if err != nil {
-			p.close()
-		}
-	}()
+func (b *bench) startPipeline(ctx context.Context, statistics bool) (*pipeline, error) {
 	bin, err := b.hookyardBinary(ctx)
 	if err != nil {
 		return nil, err
@@ -205,29 +200,115 @@ func (b *bench) startPipeline(ctx context.Context, statistics bool) (p *pipeline
 	if err != nil {
 		return nil, err
 	}
-	p.dbURL = dbURL
-	b.step("pipeline: fresh database %s", name)
+	return b.startDev(ctx, devSpec{bin: bin, dbURL: dbURL, dbName: name, fresh: true, statistics: statistics,
+		warmup: b.opts.pipeWarmup, warmupRate: b.opts.pipeRate})
+}
+
+// devSpec says which `hookyard dev` to start, on which database, and how
+// that database is prepared.
+type devSpec struct {
+	bin           string
+	dbURL, dbName string
+	// fresh drops and creates the database, then migrates it: with
+	// binMigrate by `bin migrate` (the binary's own schema, which may not
+	// be this checkout's), else by this checkout's migrations.
+	fresh, binMigrate bool
+	statistics        bool
+	warmup            time.Duration
+	warmupRate        float64
+	// cfgPath and auth name a config written before (pipeConfig); empty:
+	// one is written, with extraConfig appended to it.
+	cfgPath, auth, extraConfig string
+	cfgName                    string // file name of a config written here (default pipeline.yaml)
+}
+
+// pipeConfig writes the config of a `hookyard dev` or receiver of the
+// pipeline sections to dir/name: one Chargebee endpoint with a random Basic
+// secret, the bench topic, and extra (top-level YAML keys) appended. It
+// returns the path and the Authorization header value deliveries carry.
+func (b *bench) pipeConfig(dir, name, extra string) (path, auth string, err error) {
+	var secret [12]byte
+	_, _ = rand.Read(secret[:])
+	pass := hex.EncodeToString(secret[:])
+	auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(pipeUser+":"+pass))
+	path = filepath.Join(dir, name)
+	cfg := fmt.Sprintf(`endpoints:
+  - id: %s
+    provider: chargebee
+    source_account: %s
+    environment: test
+    secrets: ["%s:%s"]
+kafka:
+  topic: %s
+  partitions: %d
+`, pipeEndpoint, pipeSite, pipeUser, pass, benchTopic, b.opts.partitions) + extra
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return "", "", fmt.Errorf("write pipeline config: %w", err)
+	}
+	return path, auth, nil
+}
+
+// workDir is where the bench writes configs: its temp dir, else $TMPDIR.
+func (b *bench) workDir() string {
+	if b.tmpDir != "" {
+		return b.tmpDir
+	}
+	return os.TempDir()
+}
+
+// recreateDatabase drops name (the section's own database) and creates it.
+func (b *bench) recreateDatabase(ctx context.Context, dbURL, name string) error {
 	// Dropped through the bench database's own connection: the server is
 	// the same, and this database is the section's alone.
 	if _, err := b.pool.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{name}.Sanitize()+` WITH (FORCE)`); err != nil {
-		return nil, fmt.Errorf("drop %s: %w", name, err)
+		return fmt.Errorf("drop %s: %w", name, err)
 	}
 	if err := db.EnsureDatabase(ctx, dbURL, b.log); err != nil {
-		return nil, err
+		return err
 	}
 	if sc := b.opts.pipeSyncCommit; sc != "" {
 		// Set on the section's own database before any service connects.
 		if _, err := b.pool.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET synchronous_commit = `+pgx.Identifier{sc}.Sanitize()); err != nil {
-			return nil, fmt.Errorf("set synchronous_commit on %s: %w", name, err)
+			return fmt.Errorf("set synchronous_commit on %s: %w", name, err)
 		}
 	}
-	if p.pool, err = db.Open(ctx, dbURL, db.Options{MaxConns: 2, ApplicationName: "hookyard-bench-pipeline"}); err != nil {
+	return nil
+}
+
+func (b *bench) startDev(ctx context.Context, s devSpec) (p *pipeline, err error) {
+	p = &pipeline{b: b, dbURL: s.dbURL}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if s.fresh {
+		b.step("pipeline: fresh database %s", s.dbName)
+		if err := b.recreateDatabase(ctx, s.dbURL, s.dbName); err != nil {
+			return nil, err
+		}
+	}
+	cfgPath := s.cfgPath
+	p.auth = s.auth
+	if cfgPath == "" {
+		if cfgPath, p.auth, err = b.pipeConfig(b.workDir(), cmp.Or(s.cfgName, "pipeline.yaml"), s.extraConfig); err != nil {
+			return nil, err
+		}
+	}
+	if p.pool, err = db.Open(ctx, s.dbURL, db.Options{MaxConns: 2, ApplicationName: "hookyard-bench-pipeline"}); err != nil {
 		return nil, err
 	}
-	if err := db.Migrate(ctx, p.pool, b.log); err != nil {
-		return nil, err
+	if s.fresh {
+		if s.binMigrate {
+			err = binMigrate(ctx, s.bin, cfgPath, s.dbURL)
+		} else {
+			err = db.Migrate(ctx, p.pool, b.log)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	if !statistics {
+	if !s.statistics {
 		for _, t := range pipeTables {
 			if _, err := p.pool.Exec(ctx, `ALTER TABLE `+t+` SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`); err != nil {
 				return nil, fmt.Errorf("stop autovacuum on %s: %w", t, err)
@@ -268,28 +349,6 @@ func (b *bench) startPipeline(ctx context.Context, statistics bool) (p *pipeline
 		p.tap.run(tapCtx, tapCl)
 	}()
 
-	dir := b.tmpDir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	var secret [12]byte
-	_, _ = rand.Read(secret[:])
-	pass := hex.EncodeToString(secret[:])
-	p.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(pipeUser+":"+pass))
-	cfgPath := filepath.Join(dir, "pipeline.yaml")
-	cfg := fmt.Sprintf(`endpoints:
-  - id: %s
-    provider: chargebee
-    source_account: %s
-    environment: test
-    secrets: ["%s:%s"]
-kafka:
-  topic: %s
-  partitions: %d
-`, pipeEndpoint, pipeSite, pipeUser, pass, benchTopic, b.opts.partitions)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return nil, fmt.Errorf("write pipeline config: %w", err)
-	}
 	var addrs [4]string
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
@@ -298,8 +357,8 @@ kafka:
 	}
 	p.opsAddr = addrs[1]
 	b.step("pipeline: starting `hookyard dev` (receiver %s, ops %s, kfake %s)", addrs[0], addrs[1], strings.Join(cluster.ListenAddrs(), ","))
-	p.dev, err = startHookyard(ctx, bin, cfgPath, "dev", addrs[0], b.opts.receiverLog, b.progress,
-		"DATABASE_URL="+dbURL, "HTTP_ADDR="+addrs[0], "OPS_ADDR="+addrs[1], "SIM_ADDR="+addrs[2], "METRICS_ADDR="+addrs[3],
+	p.dev, err = startHookyard(ctx, s.bin, cfgPath, "dev", addrs[0], b.opts.receiverLog, b.progress,
+		"DATABASE_URL="+s.dbURL, "HTTP_ADDR="+addrs[0], "OPS_ADDR="+addrs[1], "SIM_ADDR="+addrs[2], "METRICS_ADDR="+addrs[3],
 		"KAFKA_BROKERS="+strings.Join(cluster.ListenAddrs(), ","), "LOG_LEVEL=warn")
 	if err != nil {
 		return nil, err
@@ -308,10 +367,10 @@ kafka:
 
 	// Warm-up: connections open, the processor joins the group and takes
 	// its fences; with statistics, ANALYZE then sees a table with rows.
-	if w := b.opts.pipeWarmup; w > 0 {
-		b.step("pipeline: warm-up at %s/s, %s", fmtRate(b.opts.pipeRate), w)
+	if w := s.warmup; w > 0 {
+		b.step("pipeline: warm-up at %s/s, %s", fmtRate(s.warmupRate), w)
 		cl := loadClient(b.opts.pipeWorkers)
-		st := openLoop(ctx, cl, p.url, p.delivery("w_"), b.opts.pipeRate, w, b.opts.pipeWorkers)
+		st := openLoop(ctx, cl, p.url, p.delivery("w_"), s.warmupRate, w, b.opts.pipeWorkers)
 		cl.CloseIdleConnections()
 		if st.accepted == 0 {
 			return nil, fmt.Errorf("pipeline accepted nothing during warm-up: %s; log:\n%s", st.errorSummary(), p.dev.logTail())
@@ -320,7 +379,7 @@ kafka:
 			return nil, err
 		}
 	}
-	if statistics {
+	if s.statistics {
 		if _, err := p.pool.Exec(ctx, `ANALYZE `+strings.Join(pipeTables, ", ")); err != nil {
 			return nil, fmt.Errorf("analyze: %w", err)
 		}
