@@ -14,6 +14,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -139,7 +140,7 @@ VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('create
         fence_generation, needs_reconcile) VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_parked_1', '{}', 'active', 1, true)`)
 
 	reg := prometheus.NewRegistry()
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PayloadRetention: 30 * 24 * time.Hour, StuckAfter: time.Minute,
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Retention: &retention.Policy{PayloadAge: 30 * 24 * time.Hour, PartitionInterval: 24 * time.Hour, DeadPayloadAge: 14 * 24 * time.Hour, IdentityAge: 35 * 24 * time.Hour}, StuckAfter: time.Minute,
 		Progress: groupProgress(p), Registerer: reg, Sources: []provider.Source{
 			{Provider: provider.Stripe, SourceAccount: "acct_down", Environment: "test", ResourceType: "subscription", Lister: failingLister{}},
 			{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test", ResourceType: "subscription",

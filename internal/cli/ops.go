@@ -22,6 +22,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	partreplay "github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/projection"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -486,4 +487,17 @@ func addPartitions(ctx context.Context, adm *kadm.Client, topicName string, n in
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// retentionCmd runs one retention pass and prints what it created, dropped
+// and forgot.
+func retentionCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return usageErr("retention takes no arguments")
+	}
+	rep, err := retention.Run(ctx, e.pool, e.log, *retentionPolicy(e.cfg), time.Now())
+	if perr := printJSON(stdout, rep); perr != nil {
+		return perr
+	}
+	return err
 }
