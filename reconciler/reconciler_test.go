@@ -89,7 +89,7 @@ func TestReconcilerPurgesPayloadsPastRetention(t *testing.T) {
 	for _, ev := range []struct {
 		id, status string
 		age        string
-	}{{"evt_old_done", "processed", "40 days"}, {"evt_new_done", "processed", "1 day"}, {"evt_old_pending", "pending", "40 days"}} {
+	}{{"evt_old_done", "processed", "31 days"}, {"evt_new_done", "processed", "1 day"}, {"evt_old_pending", "pending", "40 days"}} {
 		_, err := p.Pool.Exec(ctx, `
 INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
 VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', '{"created": 1700000000}', $4, now() - $5::interval)`,

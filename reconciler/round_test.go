@@ -132,7 +132,7 @@ func TestOneBadRowNeverStopsARound(t *testing.T) {
 	}
 	for id, created := range map[string]string{"evt_huge": "1e300", "evt_micros": "1700000000000000", "evt_text": `"abc"`} {
 		exec(`INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
-VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('created', $4::jsonb), 'processed', now() - interval '40 days')`,
+VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('created', $4::jsonb), 'processed', now() - interval '31 days')`,
 			pipelinetest.StripeAccount, id, pipelinetest.StripeEndpoint, created)
 	}
 	insertLost(t, p, "evt_lost_1", "sub_lost_1")
@@ -164,7 +164,7 @@ BEGIN
 END $$`)
 	exec(`CREATE TRIGGER poison BEFORE UPDATE ON webhook_inbox FOR EACH ROW EXECUTE FUNCTION poison()`)
 	exec(`INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
-VALUES ('stripe', $1, 'test', 'evt_poison', $2, 'invoice.paid', '{}', 'processed', now() - interval '40 days')`,
+VALUES ('stripe', $1, 'test', 'evt_poison', $2, 'invoice.paid', '{}', 'processed', now() - interval '31 days')`,
 		pipelinetest.StripeAccount, pipelinetest.StripeEndpoint)
 	insertLost(t, p, "evt_lost_2", "sub_lost_2")
 	exec(`INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,

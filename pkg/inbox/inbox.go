@@ -56,10 +56,11 @@ type Record struct {
 	// DeadOutcome is the outcome a record kept dead is stored with.
 	// Defaults to "malformed"; e.g. "version_from_future".
 	DeadOutcome string
-	// Raw is the body as received, when the endpoint asks for it kept
-	// byte for byte. Every body is now stored once, as the bytes received
-	// (Raw when set, else Event.Payload, which every adapter sets to the
-	// same bytes).
+	// Raw is the body as received, set when the endpoint asks for it kept.
+	// Every event's body is now stored once (webhook_inbox_body), as
+	// Event.Payload: the bytes received for every JSON delivery, whatever
+	// store_raw says; for a form-encoded GitHub delivery, the JSON document
+	// the form carried (what the processor reads), not the form around it.
 	Raw []byte
 	// TraceParent and TraceState are the W3C trace context of the intake
 	// (Submit sets them from its span): carried in the outbox message, and
@@ -84,10 +85,7 @@ func (r *Record) prepare(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("encode outbox message: %w", err)
 	}
-	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), body: r.Raw}
-	if p.body == nil {
-		p.body = r.Event.Payload
-	}
+	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), body: r.Event.Payload}
 	if p.body == nil {
 		p.body = []byte{} // a body row is never NULL: an event without a body stored empty
 	}

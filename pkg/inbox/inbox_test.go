@@ -154,7 +154,7 @@ func TestInsertKeepsEveryBodyOnceByteForByte(t *testing.T) {
 		r := record(fmt.Sprintf("evt_%02d", i), "sub_1")
 		r.Event.Payload = []byte(b)
 		if i%2 == 0 {
-			r.Raw = r.Event.Payload // an endpoint that keeps raw bytes: still one copy
+			r.Raw = r.Event.Payload // an endpoint with store_raw: still one copy
 		}
 		recs = append(recs, r)
 		keys = append(keys, r.Key())
