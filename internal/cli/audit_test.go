@@ -65,7 +65,14 @@ func TestCLIOperationsAreAuditedAsTheOSUser(t *testing.T) {
 func TestPurgeCommandHasAFloorAndADryRun(t *testing.T) {
 	e := newCLIEnv(t, nil)
 	e.seed()
-	_, err := e.schema.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET received_at = now() - interval '3 hours' WHERE event_id = 'evt_ok'`)
+	// Rows received before bodies moved to partitions (migration 00021):
+	// purge empties their legacy columns; bodies in partitions go with
+	// their partition (hookyard retention).
+	_, err := e.schema.Pool.Exec(t.Context(), `UPDATE webhook_inbox w SET payload = convert_from(b.body, 'UTF8')::jsonb, body_at = NULL
+FROM webhook_inbox_body b WHERE b.provider = w.provider AND b.source_account = w.source_account
+  AND b.environment = w.environment AND b.event_id = w.event_id AND b.stored_at = w.body_at`)
+	require.NoError(t, err)
+	_, err = e.schema.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET received_at = now() - interval '3 hours' WHERE event_id = 'evt_ok'`)
 	require.NoError(t, err)
 	payloads := func() (n int) {
 		require.NoError(t, e.schema.Pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_inbox WHERE payload IS NOT NULL`).Scan(&n))
