@@ -118,7 +118,7 @@ func openDB(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns 
 func retentionPolicy(cfg *config.Config) *retention.Policy {
 	rt := cfg.Retention
 	return &retention.Policy{PayloadAge: rt.PayloadAge, PartitionInterval: rt.PartitionInterval,
-		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge}
+		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge, HistoryAge: rt.HistoryAge, AuditAge: rt.AuditAge}
 }
 
 func brokers(cfg *config.Config) []string {

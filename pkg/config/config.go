@@ -221,6 +221,10 @@ type Retention struct {
 	// 3 days); below IdentityAgeMin it is refused. Defaults to
 	// IdentityAgeDefault.
 	IdentityAge time.Duration `yaml:"identity_age"`
+	// HistoryAge: projection_history partitions (partition_interval wide)
+	// whose range ended this long ago are dropped. Defaults to
+	// HistoryAgeDefault.
+	HistoryAge time.Duration `yaml:"history_age"`
 }
 
 // Defaults of Retention.
@@ -229,6 +233,7 @@ const (
 	AuditAgeDefault          = 400 * 24 * time.Hour
 	PartitionIntervalDefault = 24 * time.Hour
 	DeadPayloadAgeDefault    = 14 * 24 * time.Hour
+	HistoryAgeDefault        = 90 * 24 * time.Hour
 	// IdentityAgeDefault outlasts Stripe's 30 days of listed events (the
 	// reconciler's backfill reads them) with margin.
 	IdentityAgeDefault = 35 * 24 * time.Hour
@@ -374,6 +379,9 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	if c.Retention.IdentityAge == 0 {
 		c.Retention.IdentityAge = IdentityAgeDefault
 	}
+	if c.Retention.HistoryAge == 0 {
+		c.Retention.HistoryAge = HistoryAgeDefault
+	}
 	if err := errors.Join(envErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -486,8 +494,8 @@ func (c *Config) validate(r reads) error {
 	if rt := c.Retention; rt.PartitionInterval != 0 && (rt.PartitionInterval < time.Minute || rt.PartitionInterval%time.Minute != 0) {
 		errs = append(errs, fmt.Errorf("config: retention.partition_interval %s must be a whole number of minutes, at least 1m", rt.PartitionInterval))
 	}
-	if rt := c.Retention; rt.DeadPayloadAge < 0 {
-		errs = append(errs, errors.New("config: retention.dead_payload_age must not be negative"))
+	if rt := c.Retention; rt.DeadPayloadAge < 0 || rt.HistoryAge < 0 {
+		errs = append(errs, errors.New("config: retention.dead_payload_age and retention.history_age must not be negative"))
 	}
 	if rt := c.Retention; rt.IdentityAge != 0 && rt.IdentityAge < IdentityAgeMin {
 		errs = append(errs, fmt.Errorf("config: retention.identity_age %s is below %s: providers redeliver for up to 3 days, "+

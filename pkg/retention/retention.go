@@ -1,6 +1,7 @@
 // Package retention runs hookyard's retention pass: it keeps the
-// time-partitioned tables covered ahead of now, drops whole partitions
-// behind their horizons, forgets event identities past
+// time-partitioned tables (webhook_inbox_body, projection_history,
+// ops_audit) covered ahead of now, drops whole partitions behind their
+// horizons, forgets event identities past
 // retention.identity_age, and empties the legacy body columns of rows
 // received before bodies moved to partitions. The reconciler runs it every
 // round, `hookyard retention` once; every service creates partitions ahead
@@ -13,6 +14,7 @@
 package retention
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookyard/hookyard/pkg/inbox"
+	"github.com/hookyard/hookyard/pkg/ops/audit"
+	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/partition"
 )
 
@@ -39,7 +43,18 @@ type Policy struct {
 	// IdentityAge: identities of finished events received this long ago are
 	// forgotten. Zero keeps them.
 	IdentityAge time.Duration
+	// HistoryAge: projection_history partitions (PartitionInterval wide)
+	// whose range ended this long ago are dropped. Zero keeps them.
+	HistoryAge time.Duration
+	// AuditAge: ops_audit partitions (AuditIntervals × PartitionInterval
+	// wide) whose range ended this long ago are dropped. Zero keeps them.
+	AuditAge time.Duration
 }
+
+// AuditIntervals is how many partition intervals one ops_audit partition
+// spans: audit records are few and kept long (400 days by default), so a
+// partition a month keeps their number small.
+const AuditIntervals = 30
 
 // ForgetBatch is how many ledger rows one statement forgets.
 const ForgetBatch = 1000
@@ -56,6 +71,8 @@ type Report struct {
 func Maintainer(pool *pgxpool.Pool, log *slog.Logger, p Policy, now func() time.Time) *partition.Maintainer {
 	return &partition.Maintainer{Pool: pool, Log: log, Tables: []partition.Table{
 		inbox.BodyTable(p.PartitionInterval, p.PayloadAge, p.DeadPayloadAge, now),
+		projection.HistoryTable(p.PartitionInterval, p.HistoryAge),
+		audit.Table(AuditIntervals*cmp.Or(p.PartitionInterval, partition.IntervalDefault), p.AuditAge),
 	}}
 }
 
@@ -72,6 +89,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, p Policy, no
 	var err error
 	rep.Partitions, err = Maintainer(pool, log, p, func() time.Time { return now }).Run(ctx, now)
 	errs = append(errs, err)
+	if rep.Partitions == nil {
+		rep.Partitions = []partition.Change{}
+	}
 	if p.IdentityAge > 0 {
 		rep.Forgotten, err = inbox.ForgetIdentities(ctx, pool, now.Add(-p.IdentityAge), now.Add(-max(p.IdentityAge, p.DeadPayloadAge)), ForgetBatch)
 		errs = append(errs, err)

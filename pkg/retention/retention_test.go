@@ -77,6 +77,9 @@ func TestBodiesGoByWholePartitionsAndUnfinishedEventsKeepTheirs(t *testing.T) {
 	require.NoError(t, err)
 	var created, dropped int
 	for _, c := range rep.Partitions {
+		if c.Table != inbox.BodyTableName {
+			continue
+		}
 		if c.Dropped {
 			dropped++
 			require.Equal(t, partition.Name(inbox.BodyTableName, c.From, c.To), c.Partition, "names carry their bounds")
@@ -133,7 +136,9 @@ func TestConcurrentRetentionPassesCreateAndDropEachPartitionOnce(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, c := range rep.Partitions {
-				seen[c.Partition]++
+				if c.Table == inbox.BodyTableName {
+					seen[c.Partition]++
+				}
 			}
 		}()
 	}
@@ -210,4 +215,48 @@ func TestForgetIdentitiesKeepsUnfinishedAndYoungOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"evt_old_pending", "evt_old_retrying", "evt_young_processed"}, left)
 	require.Equal(t, 3, count(t, pool, `SELECT count(*) FROM webhook_inbox_body`), "bodies went with their identities")
+}
+
+// projection_history and ops_audit are partitioned too (migration 00022):
+// their rows from before the partitions live in the attached legacy
+// partition, new partitions are created ahead, and everything goes by
+// whole partitions past retention.history_age and retention.audit_age.
+func TestHistoryAndAuditGoByWholePartitions(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t).Pool
+	exec(t, pool, `INSERT INTO projection_history (provider, source_account, environment, resource_type, resource_id, outcome)
+VALUES ('stripe', 'a', 'test', 'subscription', 'sub_1', 'applied')`)
+	exec(t, pool, `INSERT INTO ops_audit (actor, action) VALUES ('cli:me', 'purge')`)
+
+	p := retention.Policy{PartitionInterval: 24 * time.Hour, HistoryAge: 90 * 24 * time.Hour, AuditAge: 400 * 24 * time.Hour}
+	rep, err := retention.Run(t.Context(), pool, nil, p, time.Now())
+	require.NoError(t, err)
+	for _, c := range rep.Partitions {
+		require.False(t, c.Dropped, "nothing is old enough yet: %+v", c)
+	}
+	hist, err := partition.List(t.Context(), pool, "projection_history")
+	require.NoError(t, err)
+	require.Equal(t, "projection_history_legacy", hist[0].Name, "rows from before stay in the legacy partition")
+	require.Nil(t, hist[0].From)
+	require.Greater(t, len(hist), 1, "partitions ahead")
+	require.Equal(t, *hist[0].To, *hist[1].From, "the first new partition starts where the legacy one ends")
+	// Ids still come from the table's sequence, in the new partitions too.
+	exec(t, pool, `INSERT INTO projection_history (provider, source_account, environment, resource_type, resource_id, outcome, recorded_at)
+VALUES ('stripe', 'a', 'test', 'subscription', 'sub_1', 'applied', $1)`, *hist[1].From)
+	require.Equal(t, 2, count(t, pool, `SELECT count(DISTINCT id) FROM projection_history`))
+
+	// Past both horizons, the partitions holding those rows are gone whole.
+	rep, err = retention.Run(t.Context(), pool, nil, p, time.Now().Add(410*24*time.Hour))
+	require.NoError(t, err)
+	dropped := map[string]bool{}
+	for _, c := range rep.Partitions {
+		if c.Dropped {
+			dropped[c.Partition] = true
+		}
+	}
+	require.True(t, dropped["projection_history_legacy"])
+	require.True(t, dropped["ops_audit_legacy"])
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM projection_history`))
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM ops_audit`))
+	exec(t, pool, `SELECT nextval('projection_history_id_seq')`) // the sequence outlived the legacy table
 }
