@@ -99,3 +99,23 @@ func repeat(s string, n int) []string {
 	}
 	return out
 }
+
+// The retention statements run every reconciler round (forgetting
+// identities) or before every partition drop (keeping unfinished bodies):
+// each reads only the rows it is about, through their indexes, with or
+// without statistics. Forgetting walks webhook_inbox_received from the
+// oldest row; keeping bodies reads the partial indexes of unfinished
+// statuses, never the finished history.
+func TestRetentionStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	now := time.Now()
+	day := now.UTC().Truncate(24 * time.Hour)
+	cases := []plantest.Case{
+		{Name: "forget identities", SQL: forgetSQL, Args: []any{now.Add(-995 * time.Second), now.Add(-995 * time.Second), 1000},
+			Reads: []string{"Tid Scan on webhook_inbox", "webhook_inbox_body_pkey", "webhook_inbox_received"}},
+		{Name: "keep unfinished bodies", SQL: rescueSQL, Args: []any{day, day.Add(24 * time.Hour), now, now.Add(-14 * 24 * time.Hour)},
+			Reads: []string{"Tid Scan on webhook_inbox", "webhook_inbox_body_pkey", "webhook_inbox_dead", "webhook_inbox_pending", "webhook_inbox_retry_due"}},
+	}
+	plantest.Run(t, s.Pool, cases)
+}

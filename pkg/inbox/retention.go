@@ -41,7 +41,7 @@ func BodyTable(interval, payloadAge, deadPayloadAge time.Duration, now func() ti
 // the partition's millions of finished ones.
 const rescueSQL = `
 WITH r AS (
-    SELECT w.provider, w.source_account, w.environment, w.event_id, w.body_at FROM webhook_inbox w
+    SELECT w.ctid, w.provider, w.source_account, w.environment, w.event_id, w.body_at FROM webhook_inbox w
     WHERE (w.status = 'pending'
         OR (w.status = 'retrying' AND w.received_at >= $4)
         OR (w.status = 'dead' AND w.received_at >= $4))
@@ -50,13 +50,17 @@ WITH r AS (
 ), copied AS (
     INSERT INTO webhook_inbox_body (provider, source_account, environment, event_id, stored_at, body)
     SELECT r.provider, r.source_account, r.environment, r.event_id, $3, b.body
-    FROM r JOIN webhook_inbox_body b ON b.provider = r.provider AND b.source_account = r.source_account
-        AND b.environment = r.environment AND b.event_id = r.event_id AND b.stored_at = r.body_at
+    FROM r CROSS JOIN LATERAL (
+        -- one primary-key probe per row (LIMIT 1: never a hash of the partition)
+        SELECT b.body FROM webhook_inbox_body b
+        WHERE b.provider = r.provider AND b.source_account = r.source_account
+          AND b.environment = r.environment AND b.event_id = r.event_id AND b.stored_at = r.body_at
+        LIMIT 1) b
     ON CONFLICT DO NOTHING
 )
+-- by the ctids r locked (a TID scan)
 UPDATE webhook_inbox w SET body_at = $3
-FROM r WHERE w.provider = r.provider AND w.source_account = r.source_account
-  AND w.environment = r.environment AND w.event_id = r.event_id`
+WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM r))`
 
 // expireSQL marks what loses its body with the partition [$1, $2) among
 // unfinished events: retrying and dead ones received before $3. A retrying
@@ -91,13 +95,18 @@ func keepUnfinishedBodies(ctx context.Context, tx pgx.Tx, p partition.Partition,
 // Pending and retrying rows are never forgotten.
 const forgetSQL = `
 WITH p AS (
-    SELECT provider, source_account, environment, event_id FROM webhook_inbox
-    WHERE received_at < $1 AND (status IN ('processed', 'ignored') OR (status = 'dead' AND received_at < $2))
+    SELECT ctid FROM webhook_inbox
+    -- a range with both bounds, not "received_at < $1" alone: without
+    -- statistics the planner takes a one-sided bound to hold a third of the
+    -- ledger and sorts a sequential scan of it; a range it takes as narrow,
+    -- and walks webhook_inbox_received from the oldest row
+    WHERE received_at >= '-infinity' AND received_at < $1
+      AND (status IN ('processed', 'ignored') OR (status = 'dead' AND received_at < $2))
     ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED
 ), d AS (
-    DELETE FROM webhook_inbox w USING p
-    WHERE w.provider = p.provider AND w.source_account = p.source_account
-      AND w.environment = p.environment AND w.event_id = p.event_id
+    -- by the ctids p locked (a TID scan): joined on the identity, the
+    -- planner may hash the whole ledger instead
+    DELETE FROM webhook_inbox w WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM p))
     RETURNING w.provider, w.source_account, w.environment, w.event_id, w.body_at
 ), b AS (
     DELETE FROM webhook_inbox_body b USING d
@@ -137,16 +146,15 @@ func ForgetIdentities(ctx context.Context, pool *pgxpool.Pool, finishedBefore, d
 	return total, nil
 }
 
-// eraseSQL removes the bodies of one account's events (all, or those of
-// the resources $4 names when it is not empty): their rows in
+// eraseSQL removes the bodies of one account's events (%s selects all of
+// them, or those of some resources): their rows in
 // webhook_inbox_body and the legacy columns. The ledger keeps identity,
 // status and reason, so a redelivery is still recognised; the events read
 // as purged from then on.
 const eraseSQL = `
 WITH sel AS (
-    SELECT provider, source_account, environment, event_id, body_at FROM webhook_inbox
-    WHERE provider = $1 AND source_account = $2 AND environment = $3
-      AND (cardinality($4::text[]) = 0 OR resource_id = ANY($4::text[]))
+    SELECT ctid, provider, source_account, environment, event_id, body_at FROM webhook_inbox
+    WHERE %s
       AND (body_at IS NOT NULL OR payload IS NOT NULL OR raw_body IS NOT NULL)
     FOR UPDATE
 ), gone AS (
@@ -154,23 +162,34 @@ WITH sel AS (
     WHERE b.provider = sel.provider AND b.source_account = sel.source_account
       AND b.environment = sel.environment AND b.event_id = sel.event_id AND b.stored_at = sel.body_at
 ), upd AS (
+    -- by the ctids sel locked (a TID scan)
     UPDATE webhook_inbox w SET body_at = NULL, payload = NULL, raw_body = NULL
-    FROM sel WHERE w.provider = sel.provider AND w.source_account = sel.source_account
-      AND w.environment = sel.environment AND w.event_id = sel.event_id
+    WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM sel))
     RETURNING 1
 )
 SELECT count(*) FROM upd`
+
+// eraseAccountSQL erases every event of the account; eraseResourcesSQL
+// those of the listed resources. Both read the account's ledger rows
+// (without a resource type, webhook_inbox_by_resource does not win over
+// the primary key's prefix): an erasure is an operator's rare command, and
+// its cost is the account's size, not the inbox's.
+var (
+	eraseAccountSQL   = fmt.Sprintf(eraseSQL, `provider = $1 AND source_account = $2 AND environment = $3`)
+	eraseResourcesSQL = fmt.Sprintf(eraseSQL, `provider = $1 AND source_account = $2 AND environment = $3 AND resource_id = ANY ($4::text[])`)
+)
 
 // EraseAccount removes, in the caller's transaction, the bodies of the
 // events of one account (provider, account, environment): all of them, or
 // only those about the resources resourceIDs names. Ledger rows keep their
 // identity, status and reason. It returns how many events lost a body.
 func EraseAccount(ctx context.Context, tx pgx.Tx, provider, account, env string, resourceIDs []string) (int64, error) {
-	if resourceIDs == nil {
-		resourceIDs = []string{}
+	q, args := eraseAccountSQL, []any{provider, account, env}
+	if len(resourceIDs) > 0 {
+		q, args = eraseResourcesSQL, append(args, resourceIDs)
 	}
 	var n int64
-	if err := tx.QueryRow(ctx, eraseSQL, provider, account, env, resourceIDs).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, q, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("erase event bodies of %s/%s/%s: %w", provider, account, env, err)
 	}
 	return n, nil
