@@ -25,8 +25,8 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/ops/audit"
-	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/partition"
+	"github.com/hookyard/hookyard/pkg/projection"
 )
 
 // Policy is what is kept how long (pkg/config's retention keys).
