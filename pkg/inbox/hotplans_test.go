@@ -2,13 +2,17 @@ package inbox
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/plantest"
+	"github.com/hookyard/hookyard/pkg/partition"
+	"github.com/hookyard/hookyard/pkg/provider"
 )
 
 // The inbox's statements that run for every event (intake) or every round
@@ -118,4 +122,38 @@ func TestRetentionStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 			Reads: []string{"Tid Scan on webhook_inbox", "webhook_inbox_body_pkey", "webhook_inbox_dead", "webhook_inbox_pending", "webhook_inbox_retry_due"}},
 	}
 	plantest.Run(t, s.Pool, cases)
+}
+
+// A body is read from one partition: the processor's load probes
+// webhook_inbox_body with stored_at = body_at, a parameter of each probe,
+// and run-time pruning leaves every other partition unread. Fails if the
+// probe loses the stored_at condition (every partition's index is probed
+// for every event).
+func TestBodyReadsPruneToOnePartition(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	m := partition.Maintainer{Pool: s.Pool, Tables: []partition.Table{BodyTable(time.Minute, 0, 0, time.Now)}}
+	_, err := m.Ensure(t.Context(), time.Now().Add(3*24*time.Hour)) // minute partitions beside the first one
+	require.NoError(t, err)
+	parts, err := partition.List(t.Context(), s.Pool, BodyTableName)
+	require.NoError(t, err)
+	require.Greater(t, len(parts), 10)
+
+	rec := &Record{Endpoint: &provider.Endpoint{ID: "e", Provider: "stripe", SourceAccount: "a", Environment: "test"},
+		Event: provider.Event{ID: "evt_1", Type: "t", Payload: []byte(`{}`)}}
+	_, err = Insert(t.Context(), s.Pool, []*Record{rec}, time.Now())
+	require.NoError(t, err)
+	rows, err := s.Pool.Query(t.Context(), `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+loadSQL,
+		[]string{"stripe"}, []string{"a"}, []string{"test"}, []string{"evt_1"})
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	executed := 0
+	for _, l := range lines {
+		if strings.Contains(l, "webhook_inbox_body_p") && strings.Contains(l, "Index Scan") && !strings.Contains(l, "never executed") {
+			executed++
+		}
+	}
+	require.Equal(t, 1, executed, "one partition read; plan:\n%s", plan)
 }
