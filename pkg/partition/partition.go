@@ -163,14 +163,17 @@ func (m *Maintainer) log() *slog.Logger {
 	return m.Log
 }
 
-// locked runs fn in a transaction holding t's advisory lock, with
-// lock_timeout set.
+// locked runs fn in a transaction holding t's advisory lock (waited for
+// as long as ctx allows), with lock_timeout set for what fn locks.
 func (m *Maintainer) locked(ctx context.Context, t Table, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, m.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, lockTimeout); err != nil {
+		// The advisory lock first: another instance's pass may hold it for
+		// a while (creating a day of minute partitions), and lock_timeout
+		// would cut that wait short too. It bounds the parent's locks only.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '.' || $2))`, lockClass, t.Name); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '.' || $2))`, lockClass, t.Name); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, lockTimeout); err != nil {
 			return err
 		}
 		return fn(tx)
