@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os/user"
 	"testing"
 	"time"
@@ -103,4 +104,30 @@ FROM webhook_inbox_body b WHERE b.provider = w.provider AND b.source_account = w
 	e.runJSON(&purged, "purge", "-older-than", "2h")
 	require.EqualValues(t, 1, purged.Purged)
 	require.Equal(t, before-1, payloads())
+}
+
+// `hookyard retention` runs one pass: it prints the partitions it created
+// (none missing afterwards) and what it forgot, and is recorded in the
+// audit as a purge.
+func TestRetentionCommandPrintsWhatItChangedAndIsRecorded(t *testing.T) {
+	e := newCLIEnv(t, nil)
+	e.seed()
+	var rep struct {
+		Partitions []struct {
+			Table, Partition string
+			Dropped          bool
+		} `json:"partitions"`
+		Forgotten *int64 `json:"identities_forgotten"`
+	}
+	e.runJSON(&rep, "retention")
+	require.NotNil(t, rep.Forgotten)
+	var again struct {
+		Partitions []json.RawMessage `json:"partitions"`
+	}
+	e.runJSON(&again, "retention")
+	require.Empty(t, again.Partitions, "a second pass finds nothing to create or drop")
+	var n int
+	require.NoError(t, e.schema.Pool.QueryRow(t.Context(),
+		`SELECT count(*) FROM ops_audit WHERE action = 'purge' AND target->>'command' = 'retention'`).Scan(&n))
+	require.Equal(t, 2, n)
 }

@@ -496,6 +496,11 @@ func retentionCmd(ctx context.Context, e *env, args []string, stdout io.Writer) 
 		return usageErr("retention takes no arguments")
 	}
 	rep, err := retention.Run(ctx, e.pool, e.log, *retentionPolicy(e.cfg), time.Now())
+	// What it dropped and forgot is a purge of personal data: recorded, as
+	// `purge` is, even when a step failed.
+	if rerr := e.record(ctx, audit.ActionPurge, "retention", args, rep.Forgotten+rep.LegacyPurged); rerr != nil {
+		return errors.Join(err, rerr)
+	}
 	if perr := printJSON(stdout, rep); perr != nil {
 		return perr
 	}
