@@ -194,21 +194,24 @@ type inboxRow struct {
 	Provider, SourceAccount, Environment, EventID, EventType, Status string
 	ResourceType, ResourceID                                         string
 	LastError                                                        *string
-	HasPayload, HasRaw                                               bool
+	// Body is the stored body (webhook_inbox_body), nil when none.
+	Body []byte
 }
 
 func inboxRows(t *testing.T, pool *pgxpool.Pool) []inboxRow {
 	t.Helper()
 	rows, err := pool.Query(t.Context(), `SELECT provider, source_account, environment, event_id, event_type, status,
-	    resource_type, resource_id, last_error, payload IS NOT NULL, raw_body IS NOT NULL
-	  FROM webhook_inbox ORDER BY received_at, event_id`)
+	    resource_type, resource_id, last_error,
+	    (SELECT b.body FROM webhook_inbox_body b WHERE b.provider = w.provider AND b.source_account = w.source_account
+	       AND b.environment = w.environment AND b.event_id = w.event_id AND b.stored_at = w.body_at)
+	  FROM webhook_inbox w ORDER BY received_at, event_id`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []inboxRow
 	for rows.Next() {
 		var r inboxRow
 		require.NoError(t, rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EventType, &r.Status,
-			&r.ResourceType, &r.ResourceID, &r.LastError, &r.HasPayload, &r.HasRaw))
+			&r.ResourceType, &r.ResourceID, &r.LastError, &r.Body))
 		out = append(out, r)
 	}
 	require.NoError(t, rows.Err())

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/github"
 	"github.com/hookyard/hookyard/receiver"
 )
@@ -35,10 +34,10 @@ func TestGitHubFormDeliveryIsAcceptedAndStoredAsJSON(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.code, "%s", res.raw)
 	require.Equal(t, "accepted", res.answer.Status)
 
-	var payload []byte
-	require.NoError(t, b.pool.QueryRow(t.Context(),
-		`SELECT payload::text FROM webhook_inbox WHERE provider = $1 AND event_id = $2`,
-		provider.GitHub, "form-delivery-1").Scan(&payload))
+	rows := inboxRows(t, b.pool)
+	require.Len(t, rows, 1)
+	require.Equal(t, "form-delivery-1", rows[0].EventID)
+	payload := rows[0].Body
 	var got, want any
 	require.NoError(t, json.Unmarshal(payload, &got))
 	require.NoError(t, json.Unmarshal([]byte(doc), &want))

@@ -57,6 +57,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -152,9 +153,10 @@ type Config struct {
 	Backfill time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
-	// PayloadRetention: each round drops the payloads of finished events
-	// received longer ago than this (inbox.PurgePayloads). Zero keeps them.
-	PayloadRetention time.Duration
+	// Retention: each round runs a retention pass (retention.Run): body
+	// partitions created ahead and dropped behind the horizon, identities
+	// forgotten past identity_age, legacy payloads purged. Nil skips it.
+	Retention *retention.Policy
 	// AuditRetention: each round deletes ops_audit records older than
 	// this (audit.Purge). Zero keeps them.
 	AuditRetention time.Duration
@@ -274,10 +276,10 @@ func (r *Reconciler) Round(ctx context.Context, f Filter) (Report, error) {
 		}
 	}
 	if f.empty() {
-		if r.cfg.PayloadRetention > 0 {
+		if r.cfg.Retention != nil {
 			step(StepPurge, func(ctx context.Context) (int64, error) {
-				n, err := inbox.PurgePayloads(ctx, r.pool, time.Now().Add(-r.cfg.PayloadRetention), 1000)
-				r.purged.Add(float64(n))
+				rep, err := retention.Run(ctx, r.pool, r.log, *r.cfg.Retention, time.Now())
+				r.purged.Add(float64(rep.LegacyPurged))
 				return 0, err
 			})
 		}

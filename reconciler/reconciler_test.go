@@ -14,6 +14,7 @@ import (
 	"github.com/hookyard/hookyard/internal/testkit/promread"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/reconciler"
 )
@@ -88,7 +89,7 @@ func TestReconcilerPurgesPayloadsPastRetention(t *testing.T) {
 	for _, ev := range []struct {
 		id, status string
 		age        string
-	}{{"evt_old_done", "processed", "40 days"}, {"evt_new_done", "processed", "1 day"}, {"evt_old_pending", "pending", "40 days"}} {
+	}{{"evt_old_done", "processed", "31 days"}, {"evt_new_done", "processed", "1 day"}, {"evt_old_pending", "pending", "40 days"}} {
 		_, err := p.Pool.Exec(ctx, `
 INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
 VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', '{"created": 1700000000}', $4, now() - $5::interval)`,
@@ -96,7 +97,7 @@ VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', '{"created": 1700000000}',
 		require.NoError(t, err)
 	}
 	reg := prometheus.NewRegistry()
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PayloadRetention: 30 * 24 * time.Hour, StuckAfter: 365 * 24 * time.Hour, Registerer: reg})
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Retention: &retention.Policy{PayloadAge: 30 * 24 * time.Hour, PartitionInterval: 24 * time.Hour, DeadPayloadAge: 14 * 24 * time.Hour, IdentityAge: 35 * 24 * time.Hour}, StuckAfter: 365 * 24 * time.Hour, Registerer: reg})
 	_, err := r.RunOnce(ctx)
 	require.NoError(t, err)
 	kept := map[string]bool{}

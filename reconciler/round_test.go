@@ -14,6 +14,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/reconciler"
 )
 
@@ -131,7 +132,7 @@ func TestOneBadRowNeverStopsARound(t *testing.T) {
 	}
 	for id, created := range map[string]string{"evt_huge": "1e300", "evt_micros": "1700000000000000", "evt_text": `"abc"`} {
 		exec(`INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
-VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('created', $4::jsonb), 'processed', now() - interval '40 days')`,
+VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('created', $4::jsonb), 'processed', now() - interval '31 days')`,
 			pipelinetest.StripeAccount, id, pipelinetest.StripeEndpoint, created)
 	}
 	insertLost(t, p, "evt_lost_1", "sub_lost_1")
@@ -139,7 +140,7 @@ VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('create
         fence_generation, needs_reconcile) VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_parked_1', '{}', 'active', 1, true)`)
 
 	reg := prometheus.NewRegistry()
-	r := reconciler.New(p.Pool, p.Log, reconciler.Config{PayloadRetention: 30 * 24 * time.Hour, StuckAfter: time.Minute,
+	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Retention: &retention.Policy{PayloadAge: 30 * 24 * time.Hour, PartitionInterval: 24 * time.Hour, DeadPayloadAge: 14 * 24 * time.Hour, IdentityAge: 35 * 24 * time.Hour}, StuckAfter: time.Minute,
 		Progress: groupProgress(p), Registerer: reg, Sources: []provider.Source{
 			{Provider: provider.Stripe, SourceAccount: "acct_down", Environment: "test", ResourceType: "subscription", Lister: failingLister{}},
 			{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test", ResourceType: "subscription",
@@ -163,7 +164,7 @@ BEGIN
 END $$`)
 	exec(`CREATE TRIGGER poison BEFORE UPDATE ON webhook_inbox FOR EACH ROW EXECUTE FUNCTION poison()`)
 	exec(`INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type, payload, status, received_at)
-VALUES ('stripe', $1, 'test', 'evt_poison', $2, 'invoice.paid', '{}', 'processed', now() - interval '40 days')`,
+VALUES ('stripe', $1, 'test', 'evt_poison', $2, 'invoice.paid', '{}', 'processed', now() - interval '31 days')`,
 		pipelinetest.StripeAccount, pipelinetest.StripeEndpoint)
 	insertLost(t, p, "evt_lost_2", "sub_lost_2")
 	exec(`INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os/user"
 	"testing"
 	"time"
@@ -65,7 +66,14 @@ func TestCLIOperationsAreAuditedAsTheOSUser(t *testing.T) {
 func TestPurgeCommandHasAFloorAndADryRun(t *testing.T) {
 	e := newCLIEnv(t, nil)
 	e.seed()
-	_, err := e.schema.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET received_at = now() - interval '3 hours' WHERE event_id = 'evt_ok'`)
+	// Rows received before bodies moved to partitions (migration 00021):
+	// purge empties their legacy columns; bodies in partitions go with
+	// their partition (hookyard retention).
+	_, err := e.schema.Pool.Exec(t.Context(), `UPDATE webhook_inbox w SET payload = convert_from(b.body, 'UTF8')::jsonb, body_at = NULL
+FROM webhook_inbox_body b WHERE b.provider = w.provider AND b.source_account = w.source_account
+  AND b.environment = w.environment AND b.event_id = w.event_id AND b.stored_at = w.body_at`)
+	require.NoError(t, err)
+	_, err = e.schema.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET received_at = now() - interval '3 hours' WHERE event_id = 'evt_ok'`)
 	require.NoError(t, err)
 	payloads := func() (n int) {
 		require.NoError(t, e.schema.Pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_inbox WHERE payload IS NOT NULL`).Scan(&n))
@@ -96,4 +104,30 @@ func TestPurgeCommandHasAFloorAndADryRun(t *testing.T) {
 	e.runJSON(&purged, "purge", "-older-than", "2h")
 	require.EqualValues(t, 1, purged.Purged)
 	require.Equal(t, before-1, payloads())
+}
+
+// `hookyard retention` runs one pass: it prints the partitions it created
+// (none missing afterwards) and what it forgot, and is recorded in the
+// audit as a purge.
+func TestRetentionCommandPrintsWhatItChangedAndIsRecorded(t *testing.T) {
+	e := newCLIEnv(t, nil)
+	e.seed()
+	var rep struct {
+		Partitions []struct {
+			Table, Partition string
+			Dropped          bool
+		} `json:"partitions"`
+		Forgotten *int64 `json:"identities_forgotten"`
+	}
+	e.runJSON(&rep, "retention")
+	require.NotNil(t, rep.Forgotten)
+	var again struct {
+		Partitions []json.RawMessage `json:"partitions"`
+	}
+	e.runJSON(&again, "retention")
+	require.Empty(t, again.Partitions, "a second pass finds nothing to create or drop")
+	var n int
+	require.NoError(t, e.schema.Pool.QueryRow(t.Context(),
+		`SELECT count(*) FROM ops_audit WHERE action = 'purge' AND target->>'command' = 'retention'`).Scan(&n))
+	require.Equal(t, 2, n)
 }

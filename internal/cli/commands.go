@@ -125,8 +125,14 @@ var commands = []command{
 `},
 	{name: "purge", kind: ops, run: purgeCmd,
 		usage: `  purge [-older-than 720h] [-dry-run]      drop payloads of finished events, keep their identities
-                                           (default: retention.payload_age; the reconciler also purges;
+                                           (rows received before migration 00021; later bodies go by
+                                           partition, see retention; default: retention.payload_age;
                                            never younger than retention.min_purge_age); -dry-run counts
+`},
+	{name: "retention", kind: ops, run: retentionCmd,
+		usage: `  retention                                one retention pass now, as the reconciler runs every round:
+                                           create partitions ahead, drop those behind retention.payload_age,
+                                           forget identities past retention.identity_age; prints each change
 `},
 	{name: "actions", kind: ops, run: actionsCmd,
 		usage: `  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]

@@ -22,6 +22,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/job"
 	partreplay "github.com/hookyard/hookyard/pkg/ops/replay"
 	"github.com/hookyard/hookyard/pkg/projection"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
 
@@ -486,4 +487,22 @@ func addPartitions(ctx context.Context, adm *kadm.Client, topicName string, n in
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// retentionCmd runs one retention pass and prints what it created, dropped
+// and forgot.
+func retentionCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return usageErr("retention takes no arguments")
+	}
+	rep, err := retention.Run(ctx, e.pool, e.log, *retentionPolicy(e.cfg), time.Now())
+	// What it dropped and forgot is a purge of personal data: recorded, as
+	// `purge` is, even when a step failed.
+	if rerr := e.record(ctx, audit.ActionPurge, "retention", args, rep.Forgotten+rep.LegacyPurged); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if perr := printJSON(stdout, rep); perr != nil {
+		return perr
+	}
+	return err
 }

@@ -16,7 +16,7 @@ import (
 func TestReplayEventOfAPurgedEventSaysPurged(t *testing.T) {
 	e := newCLIEnv(t, nil)
 	e.seed()
-	_, err := e.schema.Pool.Exec(e.t.Context(), `UPDATE webhook_inbox SET payload = NULL, raw_body = NULL WHERE event_id = 'evt_ok'`)
+	_, err := e.schema.Pool.Exec(e.t.Context(), `UPDATE webhook_inbox SET payload = NULL, raw_body = NULL, body_at = NULL WHERE event_id = 'evt_ok'`)
 	require.NoError(t, err)
 
 	code, stdout, stderr := e.run("replay", "event", "stripe", "acct_a", "test", "evt_ok")

@@ -35,6 +35,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/ops/metrics"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
+	"github.com/hookyard/hookyard/pkg/retention"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
@@ -104,7 +105,20 @@ func openDB(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns 
 		pool.Close()
 		return nil, err
 	}
+	// Partitions ahead of now before any service writes: intake with no
+	// partition for its body fails (5xx) rather than storing it anywhere.
+	if _, err := retention.Ensure(ctx, pool, log, *retentionPolicy(cfg), time.Now()); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	return pool, nil
+}
+
+// retentionPolicy is the retention pass's policy from the config.
+func retentionPolicy(cfg *config.Config) *retention.Policy {
+	rt := cfg.Retention
+	return &retention.Policy{PayloadAge: rt.PayloadAge, PartitionInterval: rt.PartitionInterval,
+		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge, HistoryAge: rt.HistoryAge, AuditAge: rt.AuditAge}
 }
 
 func brokers(cfg *config.Config) []string {
@@ -230,7 +244,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 	}
 	return reconciler.New(e.pool, e.log, reconciler.Config{Sources: sources,
 		Interval: iv, StaleAfter: e.cfg.Reconcile.StaleAfter, Overlap: e.cfg.Reconcile.Overlap, Backfill: e.cfg.Reconcile.Backfill, PageSize: e.cfg.Reconcile.PageSize,
-		PayloadRetention: e.cfg.Retention.PayloadAge, AuditRetention: e.cfg.Retention.AuditAge, Registerer: reg, Progress: progress,
+		Retention: retentionPolicy(e.cfg), AuditRetention: e.cfg.Retention.AuditAge, Registerer: reg, Progress: progress,
 		StateFields: e.cfg.Projection.StateFields,
 		// The processor has an API client for these (e.processor's Fetchers).
 		FetchProviders: slices.Sorted(maps.Keys(fetchers(conns)))}), nil

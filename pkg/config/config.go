@@ -218,12 +218,43 @@ type Retention struct {
 	// the reconciler's purge step and purge jobs. Defaults to
 	// AuditAgeDefault.
 	AuditAge time.Duration `yaml:"audit_age"`
+	// PartitionInterval is the width of a time partition of
+	// webhook_inbox_body, a whole number of minutes, at least 1m. Bodies go
+	// a whole partition at a time once its range ended payload_age ago.
+	// Defaults to PartitionIntervalDefault.
+	PartitionInterval time.Duration `yaml:"partition_interval"`
+	// DeadPayloadAge: dead and retrying events keep their body this long
+	// after they were received (moved out of a partition that is dropped),
+	// then lose it as finished events do; identity, status and reason stay.
+	// Defaults to DeadPayloadAgeDefault.
+	DeadPayloadAge time.Duration `yaml:"dead_payload_age"`
+	// IdentityAge: finished events' identities (ledger rows) are forgotten
+	// this long after they were received, dead ones after the longer of
+	// this and dead_payload_age. A redelivery after that is taken as new, so
+	// it must be longer than any provider redelivers or lists events (Stripe
+	// retries for 3 days and lists 30 days of events, GitHub redelivers for
+	// 3 days); below IdentityAgeMin it is refused. Defaults to
+	// IdentityAgeDefault.
+	IdentityAge time.Duration `yaml:"identity_age"`
+	// HistoryAge: projection_history partitions (partition_interval wide)
+	// whose range ended this long ago are dropped. Defaults to
+	// HistoryAgeDefault.
+	HistoryAge time.Duration `yaml:"history_age"`
 }
 
 // Defaults of Retention.
 const (
-	MinPurgeAgeDefault = time.Hour
-	AuditAgeDefault    = 400 * 24 * time.Hour
+	MinPurgeAgeDefault       = time.Hour
+	AuditAgeDefault          = 400 * 24 * time.Hour
+	PartitionIntervalDefault = 24 * time.Hour
+	DeadPayloadAgeDefault    = 14 * 24 * time.Hour
+	HistoryAgeDefault        = 90 * 24 * time.Hour
+	// IdentityAgeDefault outlasts Stripe's 30 days of listed events (the
+	// reconciler's backfill reads them) with margin.
+	IdentityAgeDefault = 35 * 24 * time.Hour
+	// IdentityAgeMin is the floor of identity_age: longer than any
+	// provider's automatic redelivery (3 days) with a day of margin.
+	IdentityAgeMin = 4 * 24 * time.Hour
 )
 
 // Reconcile options; zero values take the reconciler's defaults.
@@ -354,6 +385,18 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	if c.Retention.AuditAge == 0 {
 		c.Retention.AuditAge = AuditAgeDefault
 	}
+	if c.Retention.PartitionInterval == 0 {
+		c.Retention.PartitionInterval = PartitionIntervalDefault
+	}
+	if c.Retention.DeadPayloadAge == 0 {
+		c.Retention.DeadPayloadAge = DeadPayloadAgeDefault
+	}
+	if c.Retention.IdentityAge == 0 {
+		c.Retention.IdentityAge = IdentityAgeDefault
+	}
+	if c.Retention.HistoryAge == 0 {
+		c.Retention.HistoryAge = HistoryAgeDefault
+	}
 	if err := errors.Join(envErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -470,6 +513,16 @@ func (c *Config) validate(r reads) error {
 		if strings.TrimSpace(f) == "" {
 			errs = append(errs, fmt.Errorf("config: projection.state_fields[%d] is empty", i))
 		}
+	}
+	if rt := c.Retention; rt.PartitionInterval != 0 && (rt.PartitionInterval < time.Minute || rt.PartitionInterval%time.Minute != 0) {
+		errs = append(errs, fmt.Errorf("config: retention.partition_interval %s must be a whole number of minutes, at least 1m", rt.PartitionInterval))
+	}
+	if rt := c.Retention; rt.DeadPayloadAge < 0 || rt.HistoryAge < 0 {
+		errs = append(errs, errors.New("config: retention.dead_payload_age and retention.history_age must not be negative"))
+	}
+	if rt := c.Retention; rt.IdentityAge != 0 && rt.IdentityAge < IdentityAgeMin {
+		errs = append(errs, fmt.Errorf("config: retention.identity_age %s is below %s: providers redeliver for up to 3 days, "+
+			"and an event redelivered after its identity is forgotten is taken as new", rt.IdentityAge, IdentityAgeMin))
 	}
 	errs = append(errs, c.Ops.validate(r)...)
 	return errors.Join(errs...)

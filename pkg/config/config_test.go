@@ -514,3 +514,31 @@ facts:
 	require.ErrorContains(t, err, "facts[1]: stripe invoice_paid is declared twice")
 	require.ErrorContains(t, err, `facts[1].fields[0]: "a..b" is not a dotted field path`)
 }
+
+// An identity horizon shorter than providers redeliver is refused with the
+// reason; minute partitions load; a config of before (payload_age alone)
+// still loads, with the new keys at their defaults.
+func TestRetentionKeysAreValidatedAndOldConfigsStillLoad(t *testing.T) {
+	t.Parallel()
+	const ep = `
+endpoints:
+  - id: a
+    provider: stripe
+    source_account: acct
+    environment: test
+    secrets: [s]
+`
+	_, err := config.Parse([]byte(ep+"retention:\n  identity_age: 48h\n"), lookup(nil))
+	require.ErrorContains(t, err, "retention.identity_age 48h0m0s is below 96h0m0s: providers redeliver")
+	_, err = config.Parse([]byte(ep+"retention:\n  partition_interval: 90s\n"), lookup(nil))
+	require.ErrorContains(t, err, "retention.partition_interval")
+	c, err := config.Parse([]byte(ep+"retention:\n  partition_interval: 1m\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, c.Retention.PartitionInterval)
+	c, err = config.Parse([]byte(ep+"retention:\n  payload_age: 720h\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, 720*time.Hour, c.Retention.PayloadAge)
+	require.Equal(t, config.IdentityAgeDefault, c.Retention.IdentityAge)
+	require.Equal(t, config.DeadPayloadAgeDefault, c.Retention.DeadPayloadAge)
+	require.Equal(t, config.PartitionIntervalDefault, c.Retention.PartitionInterval)
+}

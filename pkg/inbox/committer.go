@@ -270,7 +270,7 @@ func refusedData(err error) bool {
 }
 
 // keptAfter is the record to store when the database refused its data: dead,
-// under its own identity, with its bytes kept raw only and the reason in a
+// under its own identity, with its bytes kept and the reason in a
 // form any text column takes.
 func (r *Record) keptAfter(err error) *Record {
 	reason := "rejected by the database"
@@ -279,7 +279,7 @@ func (r *Record) keptAfter(err error) *Record {
 		reason += fmt.Sprintf(" (SQLSTATE %s): %s", pgErr.Code, pgErr.Message)
 	}
 	kept := *r
-	kept.prep, kept.rawOnly = nil, true
+	kept.prep = nil
 	kept.Malformed, kept.DeadOutcome = SafeText(reason, 500), OutcomeMalformed
 	return &kept
 }
@@ -298,17 +298,24 @@ func SafeText(s string, max int) string {
 	return s[:cut]
 }
 
+// insertSQL is intake's one statement: the ledger row, its body in the
+// partition of now() (body_at = stored_at, so readers prune to it) and its
+// outbox row commit together. A repeat hits the ledger's primary key, which
+// partitioning does not split, and writes no body and no outbox row. With no
+// partition for now() the whole statement fails (the caller answers 5xx and
+// the provider retries): services create partitions ahead at start, the
+// reconciler every round.
 const insertSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::text[], $9::int8[], $10::text[], $11::bytea[], $12::text[], $13::text[], $14::text[], $15::text[], $16::timestamptz[], $17::text[], $18::text[])
+                         $7::text[], $8::text[], $9::int8[], $10::bytea[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::text[], $17::text[])
         AS u(provider, source_account, environment, event_id, endpoint_id, event_type,
-             resource_type, resource_id, resource_version, payload, raw_body, status, message_key, message, last_error, occurred_at, dead_outcome, trace_parent)
+             resource_type, resource_id, resource_version, body, status, message_key, message, last_error, occurred_at, dead_outcome, trace_parent)
 ), ins AS (
     INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
-                               resource_type, resource_id, resource_version, payload, raw_body, status, processed_at, outcome, last_error, occurred_at, trace_parent)
+                               resource_type, resource_id, resource_version, body_at, status, processed_at, outcome, last_error, occurred_at, trace_parent)
     SELECT provider, source_account, environment, event_id, endpoint_id, event_type,
-           resource_type, resource_id, resource_version, payload::jsonb, raw_body, status,
+           resource_type, resource_id, resource_version, now(), status,
            CASE WHEN status IN ('ignored', 'dead') THEN now() END,
            CASE WHEN status = 'ignored' THEN 'event type not allowed by endpoint'
                 WHEN status = 'dead' THEN dead_outcome END,
@@ -319,7 +326,11 @@ WITH input AS (
     -- direction only and cannot deadlock (40P01 would fail both batches).
     ORDER BY provider, source_account, environment, event_id
     ON CONFLICT (provider, source_account, environment, event_id) DO NOTHING
-    RETURNING provider, source_account, environment, event_id, status
+    RETURNING provider, source_account, environment, event_id, status, body_at
+), body AS (
+    INSERT INTO webhook_inbox_body (provider, source_account, environment, event_id, stored_at, body)
+    SELECT ins.provider, ins.source_account, ins.environment, ins.event_id, ins.body_at, i.body
+    FROM ins JOIN input i USING (provider, source_account, environment, event_id)
 ), out AS (
     INSERT INTO outbox (message_key, message)
     SELECT i.message_key, i.message
@@ -338,8 +349,7 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		status, mkey, msgs                            = mk(n), mk(n), mk(n)
 		lastErr, outcomes                             = make([]*string, 0, n), make([]*string, 0, n)
 		versions                                      = make([]*int64, 0, n)
-		payloads                                      = make([]*string, 0, n)
-		raws                                          = make([][]byte, 0, n)
+		bodies                                        = make([][]byte, 0, n)
 		occurred                                      = make([]*time.Time, 0, n)
 		traceParents                                  = make([]*string, 0, n)
 	)
@@ -360,7 +370,7 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		epID, etype = append(epID, r.Endpoint.ID), append(etype, r.Event.Type)
 		rtype, rid = append(rtype, r.Event.ResourceType), append(rid, r.Event.ResourceID)
 		status, mkey, msgs = append(status, pr.status), append(mkey, pr.key), append(msgs, pr.msg)
-		versions, payloads, raws = append(versions, r.Event.Version), append(payloads, pr.payload), append(raws, pr.raw)
+		versions, bodies = append(versions, r.Event.Version), append(bodies, pr.body)
 		lastErr, outcomes = append(lastErr, pr.lastErr), append(outcomes, pr.outcome)
 		traceParents = append(traceParents, pr.traceParent)
 		if t := r.Event.OccurredAt; t.IsZero() {
@@ -369,7 +379,7 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 			occurred = append(occurred, &t)
 		}
 	}
-	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, payloads, raws, status, mkey, msgs, lastErr, occurred, outcomes, traceParents)
+	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, bodies, status, mkey, msgs, lastErr, occurred, outcomes, traceParents)
 	if err != nil {
 		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
 	}

@@ -171,3 +171,24 @@ VALUES ($1, $2, $3, 'evt_short', 'x', 'x')`, endpoint.Provider, endpoint.SourceA
 	<-shortDone
 	require.Equal(t, 1, count(t, s.Pool, `SELECT count(*) FROM webhook_inbox WHERE event_id = 'evt_fresh'`))
 }
+
+// Intake that finds no partition for its body fails loudly: an error (the
+// receiver answers 5xx, the provider retries), nothing stored, not a
+// delivery kept dead as if its data were at fault. There is no DEFAULT
+// partition to take the body instead. Fails if a missing partition is
+// taken for the event's own refusal (kept dead, answered 400: the provider
+// would never deliver it again).
+func TestIntakeWithoutAPartitionFailsLoudly(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	exec(t, s.Pool, `DO $$ DECLARE p regclass; BEGIN
+    FOR p IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'webhook_inbox_body'::regclass LOOP
+        EXECUTE format('DROP TABLE %s', p);
+    END LOOP; END $$`)
+	c := inbox.NewCommitter(s.Pool, slog.New(slog.NewTextHandler(io.Discard, nil)), inbox.CommitterConfig{Workers: 1})
+	t.Cleanup(c.Stop)
+	_, err := c.Submit(t.Context(), record("evt_nowhere", "sub_1"))
+	require.ErrorContains(t, err, "no partition")
+	require.Zero(t, count(t, s.Pool, `SELECT count(*) FROM webhook_inbox`), "nothing stored, nothing kept dead")
+	require.Zero(t, count(t, s.Pool, `SELECT count(*) FROM outbox`))
+}

@@ -27,7 +27,7 @@ WITH picked AS (%s), upd AS (
     WHERE w.provider = p.provider AND w.source_account = p.source_account
       AND w.environment = p.environment AND w.event_id = p.event_id
       -- a purged event has nothing left to apply; it stays as it is
-      AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
+      AND ` + hasBodySQL + `
     RETURNING w.provider, w.source_account, w.environment, w.event_id, w.event_type, w.endpoint_id,
               CASE WHEN w.resource_id = '' THEN 'event' ELSE w.resource_type END AS rt,
               CASE WHEN w.resource_id = '' THEN w.event_id ELSE w.resource_id END AS rid,
@@ -154,7 +154,7 @@ WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) < $1
   -- other up to the skew of concurrent inserts; within that skew an event
   -- may be published once more, which is harmless.
   AND coalesce(w.next_attempt_at, w.received_at) < coalesce((SELECT created_at FROM outbox ORDER BY id LIMIT 1), 'infinity')
-  AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL)
+  AND ` + hasBodySQL + `
   AND NOT EXISTS (SELECT 1 FROM outbox_dead d
                   WHERE d.created_at = coalesce(w.next_attempt_at, w.received_at) AND d.message_key = ` + messageKeySQL + `)
 -- Condition and order are webhook_inbox_pending's key, which no other index
@@ -235,10 +235,10 @@ func RequeueLost(ctx context.Context, pool *pgxpool.Pool, lost []Published) (int
 // page starts after it; one without a payload cannot be re-published and
 // would otherwise be picked again and again.
 const republishSQL = `
-SELECT provider, source_account, environment, event_id FROM webhook_inbox
-WHERE status = 'pending' AND coalesce(next_attempt_at, received_at) < $2
-  AND (payload IS NOT NULL OR raw_body IS NOT NULL)
-ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+SELECT w.provider, w.source_account, w.environment, w.event_id FROM webhook_inbox w
+WHERE w.status = 'pending' AND coalesce(w.next_attempt_at, w.received_at) < $2
+  AND ` + hasBodySQL + `
+ORDER BY w.received_at LIMIT $3 FOR UPDATE OF w SKIP LOCKED`
 
 // RepublishPending re-publishes every event pending since before it
 // started (by the database's clock, which stamps re-publications: a faster

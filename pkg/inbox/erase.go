@@ -11,22 +11,38 @@ import (
 // error it held (a provider's error may quote the body).
 const ErasedError = "erased"
 
-// eraseSQL purges the events of one source account (or of some of its
-// resources) whatever their status, as the retention purge purges finished
-// ones: payload and raw bytes go, the provider's event time moves to
-// occurred_at first, and identity, status, outcome and attempts stay, so a
-// late repeat of an erased event is still recognised and never processed
-// again. An unfinished event erased has nothing left to apply: the
-// processor kills it as malformed, and replays refuse it as purged.
-// Empty provider or environment match every one; an erase that names all
-// three reads the primary key's range.
+// eraseSQL removes the bodies of the events of one source account (or of
+// some of its resources) whatever their status: their rows in
+// webhook_inbox_body and the legacy columns, and a last error (a
+// provider's error may quote the body). The provider's event time moves
+// to occurred_at first where only a legacy payload held it. The ledger
+// keeps identity, status, outcome and attempts, so a late repeat of an
+// erased event is still recognised and never processed again; an
+// unfinished event erased has nothing left to apply: the processor kills
+// it as malformed, and replays refuse it as purged. Empty provider or
+// environment match every one; an erase that names all three reads the
+// primary key's range.
 var eraseSQL = `
-UPDATE webhook_inbox w SET payload = NULL, raw_body = NULL,
-    occurred_at = coalesce(w.occurred_at, ` + unixTimeSQL("w.payload->'created'") + `, ` + unixTimeSQL("w.payload->'occurred_at'") + `),
-    last_error = CASE WHEN w.last_error IS NULL THEN NULL ELSE '` + ErasedError + `' END
-WHERE ($1 = '' OR w.provider = $1) AND w.source_account = $2 AND ($3 = '' OR w.environment = $3)
-  AND (cardinality($4::text[]) = 0 OR w.resource_id = ANY($4::text[]))
-  AND (w.payload IS NOT NULL OR w.raw_body IS NOT NULL OR (w.last_error IS NOT NULL AND w.last_error <> '` + ErasedError + `'))`
+WITH sel AS (
+    SELECT ctid, provider, source_account, environment, event_id, body_at FROM webhook_inbox w
+    WHERE ($1 = '' OR w.provider = $1) AND w.source_account = $2 AND ($3 = '' OR w.environment = $3)
+      AND (cardinality($4::text[]) = 0 OR w.resource_id = ANY($4::text[]))
+      AND (w.body_at IS NOT NULL OR w.payload IS NOT NULL OR w.raw_body IS NOT NULL
+           OR (w.last_error IS NOT NULL AND w.last_error <> '` + ErasedError + `'))
+    FOR UPDATE
+), gone AS (
+    DELETE FROM webhook_inbox_body b USING sel
+    WHERE b.provider = sel.provider AND b.source_account = sel.source_account
+      AND b.environment = sel.environment AND b.event_id = sel.event_id AND b.stored_at = sel.body_at
+), upd AS (
+    -- by the ctids sel locked (a TID scan)
+    UPDATE webhook_inbox w SET body_at = NULL, payload = NULL, raw_body = NULL,
+        occurred_at = coalesce(w.occurred_at, ` + unixTimeSQL("w.payload->'created'") + `, ` + unixTimeSQL("w.payload->'occurred_at'") + `),
+        last_error = CASE WHEN w.last_error IS NULL THEN NULL ELSE '` + ErasedError + `' END
+    WHERE w.ctid = ANY (ARRAY(SELECT ctid FROM sel))
+    RETURNING 1
+)
+SELECT count(*) FROM upd`
 
 // EraseAccount removes the bodies of the events of source account account
 // (of provider and environment; "" matches any) from the inbox, in tx, and
@@ -41,11 +57,11 @@ func EraseAccount(ctx context.Context, tx pgx.Tx, provider, account, env string,
 	if resourceIDs == nil {
 		resourceIDs = []string{}
 	}
-	tag, err := tx.Exec(ctx, eraseSQL, provider, account, env, resourceIDs)
-	if err != nil {
+	var n int64
+	if err := tx.QueryRow(ctx, eraseSQL, provider, account, env, resourceIDs).Scan(&n); err != nil {
 		return 0, fmt.Errorf("erase inbox of %s: %w", account, err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // eraseOutboxSQL deletes the messages of the account (or its resources)

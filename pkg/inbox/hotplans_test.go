@@ -2,13 +2,17 @@ package inbox
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/plantest"
+	"github.com/hookyard/hookyard/pkg/partition"
+	"github.com/hookyard/hookyard/pkg/provider"
 )
 
 // The inbox's statements that run for every event (intake) or every round
@@ -36,9 +40,12 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 	}
 	newIDs[0] = plantest.EventID(1)
 	text := func(v string) []string { return repeat(v, n) }
-	versions, payloads, raws, lastErr, occurred := make([]*int64, n), make([]*string, n), make([][]byte, n), make([]*string, n), make([]*time.Time, n)
+	versions, bodies, lastErr, occurred := make([]*int64, n), make([][]byte, n), make([]*string, n), make([]*time.Time, n)
+	for i := range bodies {
+		bodies[i] = []byte(`{"id":"ev"}`)
+	}
 	intake := []any{p, a, e, newIDs, text("chargebee-dev"), text("subscription_changed"), text("subscription"), text("sub_1"),
-		versions, payloads, raws, text(StatusPending), text("chargebee/dev-site/test/subscription/sub_1"), text(`{"kind":"event"}`), lastErr, occurred, make([]*string, n), make([]*string, n)}
+		versions, bodies, text(StatusPending), text("chargebee/dev-site/test/subscription/sub_1"), text(`{"kind":"event"}`), lastErr, occurred, make([]*string, n), make([]*string, n)}
 	now := time.Now()
 	// The processor's batches: up to 1,000 events.
 	bp, ba, be, bid := plantest.PendingKeys(1000)
@@ -49,17 +56,17 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 		{Name: "intake", SQL: insertSQL, Args: intake,
 			Reads: []string{"webhook_inbox_pkey"}},
 		{Name: "enqueue due retries", SQL: fmt.Sprintf(enqueueSQL, dueSQL), Args: []any{"retry", now, 500},
-			Reads: []string{"webhook_inbox_pkey", "webhook_inbox_retry_due"}},
+			Reads: []string{"webhook_inbox_body_pkey", "webhook_inbox_pkey", "webhook_inbox_retry_due"}},
 		{Name: "find published pending events", SQL: stuckSQL, Args: []any{now.Add(-time.Minute), 500},
-			Reads: []string{"outbox_pkey", "webhook_inbox_pending"}, TinyTables: []string{"outbox_dead"}},
+			Reads: []string{"outbox_pkey", "webhook_inbox_body_pkey", "webhook_inbox_pending"}, TinyTables: []string{"outbox_dead"}},
 		{Name: "requeue lost events", SQL: fmt.Sprintf(enqueueSQL, lostSQL), Args: []any{"requeue", p, a, e, id, make([]time.Time, n), text(StatusPending)},
-			Reads: []string{"webhook_inbox_pkey"}},
+			Reads: []string{"webhook_inbox_body_pkey", "webhook_inbox_pkey"}},
 		{Name: "replay listed events", SQL: fmt.Sprintf(enqueueSQL, replayManySQL) + replayedReturning, Args: []any{"replay", p, a, e, id},
-			Reads: []string{"webhook_inbox_pkey"}},
+			Reads: []string{"webhook_inbox_body_pkey", "webhook_inbox_pkey"}},
 		{Name: "load a batch's inbox rows", SQL: loadSQL, Args: []any{bp, ba, be, bid},
-			Reads: []string{"webhook_inbox_pkey"}},
+			Reads: []string{"webhook_inbox_body_pkey", "webhook_inbox_pkey"}},
 		{Name: "mark a batch's events", SQL: markSQL, Args: []any{bp, ba, be, bid, status, outcome, lastErrs, attempts, next, make([]*time.Time, bn), repeat("pending", bn)},
-			Reads: []string{"webhook_inbox_pkey"}},
+			Reads: []string{"Tid Scan on webhook_inbox", "webhook_inbox_pkey"}},
 		{Name: "mark a poison event dead", SQL: markDeadSQL, Args: []any{bp[0], ba[0], be[0], bid[0], "rejected", []string{"pending"}},
 			Reads: []string{"webhook_inbox_pkey"}},
 		{Name: "inbox backlog gauges", SQL: backlogSQL,
@@ -95,4 +102,58 @@ func repeat(s string, n int) []string {
 		out[i] = s
 	}
 	return out
+}
+
+// The retention statements run every reconciler round (forgetting
+// identities) or before every partition drop (keeping unfinished bodies):
+// each reads only the rows it is about, through their indexes, with or
+// without statistics. Forgetting walks webhook_inbox_received from the
+// oldest row; keeping bodies reads the partial indexes of unfinished
+// statuses, never the finished history.
+func TestRetentionStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	now := time.Now()
+	day := now.UTC().Truncate(24 * time.Hour)
+	cases := []plantest.Case{
+		{Name: "forget identities", SQL: forgetSQL, Args: []any{now.Add(-995 * time.Second), now.Add(-995 * time.Second), 1000},
+			Reads: []string{"Tid Scan on webhook_inbox", "webhook_inbox_body_pkey", "webhook_inbox_received"}},
+		{Name: "keep unfinished bodies", SQL: rescueSQL, Args: []any{day, day.Add(24 * time.Hour), now, now.Add(-14 * 24 * time.Hour)},
+			Reads: []string{"Tid Scan on webhook_inbox", "webhook_inbox_body_pkey", "webhook_inbox_dead", "webhook_inbox_pending", "webhook_inbox_retry_due"}},
+	}
+	plantest.Run(t, s.Pool, cases)
+}
+
+// A body is read from one partition: the processor's load probes
+// webhook_inbox_body with stored_at = body_at, a parameter of each probe,
+// and run-time pruning leaves every other partition unread. Fails if the
+// probe loses the stored_at condition (every partition's index is probed
+// for every event).
+func TestBodyReadsPruneToOnePartition(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	m := partition.Maintainer{Pool: s.Pool, Tables: []partition.Table{BodyTable(time.Minute, 0, 0, time.Now)}}
+	_, err := m.Ensure(t.Context(), time.Now().Add(3*24*time.Hour)) // minute partitions beside the first one
+	require.NoError(t, err)
+	parts, err := partition.List(t.Context(), s.Pool, BodyTableName)
+	require.NoError(t, err)
+	require.Greater(t, len(parts), 10)
+
+	rec := &Record{Endpoint: &provider.Endpoint{ID: "e", Provider: "stripe", SourceAccount: "a", Environment: "test"},
+		Event: provider.Event{ID: "evt_1", Type: "t", Payload: []byte(`{}`)}}
+	_, err = Insert(t.Context(), s.Pool, []*Record{rec}, time.Now())
+	require.NoError(t, err)
+	rows, err := s.Pool.Query(t.Context(), `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) `+loadSQL,
+		[]string{"stripe"}, []string{"a"}, []string{"test"}, []string{"evt_1"})
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	plan := strings.Join(lines, "\n")
+	executed := 0
+	for _, l := range lines {
+		if strings.Contains(l, "webhook_inbox_body_p") && strings.Contains(l, "Index Scan") && !strings.Contains(l, "never executed") {
+			executed++
+		}
+	}
+	require.Equal(t, 1, executed, "one partition read; plan:\n%s", plan)
 }

@@ -56,16 +56,16 @@ type Record struct {
 	// DeadOutcome is the outcome a record kept dead is stored with.
 	// Defaults to "malformed"; e.g. "version_from_future".
 	DeadOutcome string
-	// Raw is kept byte-for-byte when the endpoint asks for it.
+	// Raw is the body as received, set when the endpoint asks for it kept.
+	// Every event's body is now stored once (webhook_inbox_body), as
+	// Event.Payload: the bytes received for every JSON delivery, whatever
+	// store_raw says; for a form-encoded GitHub delivery, the JSON document
+	// the form carried (what the processor reads), not the form around it.
 	Raw []byte
 	// TraceParent and TraceState are the W3C trace context of the intake
 	// (Submit sets them from its span): carried in the outbox message, and
 	// the traceparent kept on the row for retries and replays to link to.
 	TraceParent, TraceState string
-
-	// rawOnly stores the payload as raw bytes only: the database refused it
-	// as jsonb.
-	rawOnly bool
 
 	prep *prepared
 }
@@ -74,8 +74,7 @@ type Record struct {
 type prepared struct {
 	status, key, msg string
 	outcome          *string
-	payload          *string
-	raw              []byte
+	body             []byte
 	lastErr          *string
 	traceParent      *string
 }
@@ -86,7 +85,10 @@ func (r *Record) prepare(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("encode outbox message: %w", err)
 	}
-	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), raw: r.Raw}
+	p := &prepared{status: StatusPending, key: r.Resource().Key(), msg: string(msg), body: r.Event.Payload}
+	if p.body == nil {
+		p.body = []byte{} // a body row is never NULL: an event without a body stored empty
+	}
 	if r.TraceParent != "" {
 		p.traceParent = &r.TraceParent
 	}
@@ -96,13 +98,6 @@ func (r *Record) prepare(now time.Time) error {
 		p.status, p.lastErr, p.outcome = StatusDead, &r.Malformed, &outcome
 	case r.Ignored:
 		p.status = StatusIgnored
-	}
-	// Bytes jsonb cannot hold (\u0000, invalid UTF-8, ...) are kept raw only.
-	if !r.rawOnly && jsonbSafe(r.Event.Payload, r.Event.ValidJSON) {
-		s := string(r.Event.Payload)
-		p.payload = &s
-	} else {
-		p.raw = r.Event.Payload
 	}
 	r.prep = p
 	return nil

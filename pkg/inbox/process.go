@@ -20,8 +20,7 @@ type Loaded struct {
 	EndpointID, EventType    string
 	ResourceType, ResourceID string
 	Version                  *int64
-	// Payload is the event as received (the raw bytes when jsonb could not
-	// hold it).
+	// Payload is the event's body as received; nil once purged.
 	Payload    []byte
 	Status     string
 	Attempts   int
@@ -39,9 +38,11 @@ type Loaded struct {
 // index begins with its columns: while webhook_inbox_resource did, a table
 // without statistics made the two tie and each probe could read the whole
 // account (migration 00006; TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
+// The body is one more probe, by its primary key with stored_at = body_at,
+// a parameter of the probe: run-time pruning reads one partition.
 const loadSQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
-       w.resource_type, w.resource_id, w.resource_version, w.payload::text, w.raw_body,
+       w.resource_type, w.resource_id, w.resource_version, ` + bodySQL + `,
        w.status, w.attempts, w.received_at, w.first_failed_at
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
 CROSS JOIN LATERAL (
@@ -50,6 +51,25 @@ CROSS JOIN LATERAL (
       AND i.environment = k.environment AND i.event_id = k.event_id
     LIMIT 1
 ) w`
+
+// bodySQL is the body of the inbox row w: its row in webhook_inbox_body
+// (one partition, pruned at run time by stored_at = body_at), else, for a
+// row received before bodies moved there (migration 00021), the legacy
+// columns. NULL once purged.
+const bodySQL = `coalesce(
+    (SELECT b.body FROM webhook_inbox_body b
+     WHERE b.provider = w.provider AND b.source_account = w.source_account AND b.environment = w.environment
+       AND b.event_id = w.event_id AND b.stored_at = w.body_at),
+    convert_to(w.payload::text, 'UTF8'), w.raw_body)`
+
+// hasBodySQL says whether the inbox row w still has a body (bodySQL is not
+// NULL), without reading it. A scalar subquery, not EXISTS: EXISTS may be
+// planned as a hashed semi-join that reads every partition whole; this
+// stays one primary-key probe of one partition per row.
+const hasBodySQL = `(w.payload IS NOT NULL OR w.raw_body IS NOT NULL OR (
+    SELECT true FROM webhook_inbox_body b
+    WHERE b.provider = w.provider AND b.source_account = w.source_account AND b.environment = w.environment
+      AND b.event_id = w.event_id AND b.stored_at = w.body_at) IS NOT NULL)`
 
 // Load reads the rows of keys, one primary-key probe each; a key with no
 // row is absent from the map.
@@ -66,16 +86,9 @@ func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded,
 	defer rows.Close()
 	for rows.Next() {
 		r := &Loaded{}
-		var payload *string
-		var raw []byte
 		if err := rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
-			&r.ResourceType, &r.ResourceID, &r.Version, &payload, &raw, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt); err != nil {
+			&r.ResourceType, &r.ResourceID, &r.Version, &r.Payload, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt); err != nil {
 			return nil, fmt.Errorf("load inbox rows: %w", err)
-		}
-		// A payload jsonb could not hold was kept as raw bytes; read those.
-		r.Payload = raw
-		if payload != nil {
-			r.Payload = []byte(*payload)
 		}
 		out[r.Key] = r
 	}
@@ -107,6 +120,11 @@ type Mark struct {
 // during a backlog each key's probe through it reads every pending row.
 // Compared with a column of the batch, the primary key is the only index
 // that fits.
+// Each key is found by a primary-key probe in a LATERAL subquery (LIMIT 1,
+// so it cannot be flattened into a hash join that reads the whole inbox, as
+// it was on 100k narrow ledger rows without statistics), which locks the
+// row and rechecks its status after any concurrent update; the row is then
+// updated by the ctid that probe returned, the version it holds locked.
 // Nested loops over the primary key are the plan whatever the statistics
 // (TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
 const markSQL = `
@@ -116,8 +134,13 @@ SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts 
     processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::text[])
      AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at, loaded_status)
-WHERE w.provider = u.provider AND w.source_account = u.source_account
-  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = u.loaded_status`
+CROSS JOIN LATERAL (
+    SELECT i.ctid FROM webhook_inbox i
+    WHERE i.provider = u.provider AND i.source_account = u.source_account
+      AND i.environment = u.environment AND i.event_id = u.event_id AND i.status = u.loaded_status
+    LIMIT 1 FOR UPDATE
+) x
+WHERE w.ctid = x.ctid`
 
 // QueueMarks queues marks into b, for the transaction that applies their
 // events' effects. Each mark applies only while its event is still

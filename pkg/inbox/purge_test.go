@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
@@ -36,6 +37,7 @@ func TestPurgeSurvivesAnyProviderTimeInPayload(t *testing.T) {
 		recs = append(recs, record(id, "sub_1"))
 	}
 	insert(t, pool, recs...)
+	legacyLayout(t, pool)
 	for id, payload := range values {
 		exec(t, pool, `UPDATE webhook_inbox SET status = 'processed', payload = $2::jsonb, received_at = now() - interval '2 days'
 WHERE event_id = $1`, id, payload)
@@ -56,4 +58,16 @@ WHERE event_id = $1`, id, payload)
 	for _, id := range []string{"evt_huge", "evt_neg_huge", "evt_micros", "evt_string", "evt_object", "evt_not_object", "evt_scalar"} {
 		require.Nil(t, occurred(id), "%s: a time it cannot read is left unknown", id)
 	}
+}
+
+// legacyLayout moves every stored body back into the columns of the ledger,
+// as rows received before migration 00021 have them: the legacy purge is
+// for those rows only (bodies in webhook_inbox_body go with their
+// partitions).
+func legacyLayout(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	exec(t, pool, `UPDATE webhook_inbox w SET payload = convert_from(b.body, 'UTF8')::jsonb, raw_body = b.body, body_at = NULL
+FROM webhook_inbox_body b WHERE b.provider = w.provider AND b.source_account = w.source_account
+  AND b.environment = w.environment AND b.event_id = w.event_id AND b.stored_at = w.body_at`)
+	exec(t, pool, `DELETE FROM webhook_inbox_body`)
 }

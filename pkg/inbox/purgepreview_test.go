@@ -18,6 +18,7 @@ func TestPurgePreviewCountsWhatThePurgeWouldTouch(t *testing.T) {
 	pool := dbtest.New(t).Pool
 	insert(t, pool, record("evt_old", "sub_1"), record("evt_mid", "sub_1"), record("evt_new", "sub_1"),
 		record("evt_dead", "sub_1"), record("evt_gone", "sub_1"))
+	legacyLayout(t, pool)
 	exec(t, pool, `UPDATE webhook_inbox SET status = 'processed' WHERE event_id <> 'evt_dead'`)
 	exec(t, pool, `UPDATE webhook_inbox SET status = 'dead' WHERE event_id = 'evt_dead'`)
 	exec(t, pool, `UPDATE webhook_inbox SET received_at = now() - interval '5 days' WHERE event_id IN ('evt_old', 'evt_dead', 'evt_gone')`)

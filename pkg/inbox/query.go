@@ -67,12 +67,16 @@ WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = 
 	}
 	if withPayload {
 		var p []byte
-		if err := pool.QueryRow(ctx, `SELECT payload FROM webhook_inbox
+		if err := pool.QueryRow(ctx, `SELECT `+bodySQL+` FROM webhook_inbox w
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4`,
 			k.Provider, k.SourceAccount, k.Environment, k.EventID).Scan(&p); err != nil {
 			return r, fmt.Errorf("read event payload %s: %w", k.EventID, err)
 		}
-		r.Payload = p
+		// A body that is not JSON (a malformed delivery kept dead) is not
+		// shown as JSON; it stays in the row for the processor's tools.
+		if json.Valid(p) {
+			r.Payload = p
+		}
 	}
 	return r, nil
 }

@@ -42,7 +42,7 @@ RETURNING message::jsonb->>'provider', message::jsonb->>'source_account', messag
 
 const statusManySQL = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.status,
-       w.payload IS NULL AND w.raw_body IS NULL
+       NOT ` + hasBodySQL + `
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
 JOIN webhook_inbox w ON w.provider = k.provider AND w.source_account = k.source_account
   AND w.environment = k.environment AND w.event_id = k.event_id`

@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/partition"
 )
 
 // Outcomes of a write, recorded in projection_history and on the inbox row.
@@ -442,4 +443,16 @@ ORDER BY id DESC LIMIT $6`, r.Provider, r.SourceAccount, r.Environment, r.Type, 
 		return nil, fmt.Errorf("read projection history %s: %w", r.Key(), err)
 	}
 	return out, nil
+}
+
+// HistoryTableName is projection_history, RANGE-partitioned on recorded_at
+// (migration 00022).
+const HistoryTableName = "projection_history"
+
+// HistoryTable is projection_history's partition rule: partitions interval
+// wide, dropped whole once their range ended age ago (retention.history_age;
+// 0 keeps them). Nothing in a partition outlives it: history is a record
+// of what happened, and the projection itself keeps the current state.
+func HistoryTable(interval, age time.Duration) partition.Table {
+	return partition.Table{Name: HistoryTableName, Interval: interval, Horizon: age}
 }

@@ -77,7 +77,14 @@ func TestPurgeHasAFloorAndADryRun(t *testing.T) {
 	t.Parallel()
 	srv, s := scopedServer(t)
 	seedDeadEvents(t, s.Pool)
-	_, err := s.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET status = 'processed', received_at = now() - interval '3 hours' WHERE event_id IN ('evt_1', 'evt_2')`)
+	// Rows received before bodies moved to partitions (migration 00021):
+	// the on-demand purge empties their legacy columns; bodies in
+	// partitions go with their partition (hookyard retention).
+	_, err := s.Pool.Exec(t.Context(), `UPDATE webhook_inbox w SET payload = convert_from(b.body, 'UTF8')::jsonb, body_at = NULL
+FROM webhook_inbox_body b WHERE b.provider = w.provider AND b.source_account = w.source_account
+  AND b.environment = w.environment AND b.event_id = w.event_id AND b.stored_at = w.body_at`)
+	require.NoError(t, err)
+	_, err = s.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET status = 'processed', received_at = now() - interval '3 hours' WHERE event_id IN ('evt_1', 'evt_2')`)
 	require.NoError(t, err)
 	payloads := func() (n int) {
 		require.NoError(t, s.Pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_inbox WHERE payload IS NOT NULL`).Scan(&n))

@@ -20,7 +20,7 @@ func TestReplayEventOverTheAPISaysWhyNothingWasReplayed(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	seedDeadEvents(t, s.Pool)
-	_, err := s.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET payload = NULL, raw_body = NULL WHERE event_id = 'evt_ok'`)
+	_, err := s.Pool.Exec(t.Context(), `UPDATE webhook_inbox SET payload = NULL, raw_body = NULL, body_at = NULL WHERE event_id = 'evt_ok'`)
 	require.NoError(t, err)
 	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
 	t.Cleanup(srv.Close)

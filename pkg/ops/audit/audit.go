@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/partition"
 )
 
 // Actions: what a record says was done.
@@ -114,4 +116,16 @@ func Purge(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time) (int64, er
 			return total, nil
 		}
 	}
+}
+
+// TableName is ops_audit, RANGE-partitioned on recorded_at (migration
+// 00022).
+const TableName = "ops_audit"
+
+// Table is ops_audit's partition rule: partitions interval wide, dropped
+// whole once their range ended age ago (retention.audit_age; 0 keeps them).
+// Purge still deletes what is older than the age row by row (records from
+// before the partitions, and the part of a partition past the age).
+func Table(interval, age time.Duration) partition.Table {
+	return partition.Table{Name: TableName, Interval: interval, Horizon: age}
 }
