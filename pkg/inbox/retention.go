@@ -145,4 +145,3 @@ func ForgetIdentities(ctx context.Context, pool *pgxpool.Pool, finishedBefore, d
 	}
 	return total, nil
 }
-
