@@ -61,6 +61,8 @@ type Options struct {
 	DatabaseURL string
 	// Relays side by side. Defaults to 1.
 	Relays int
+	// Relay adjusts each relay's config.
+	Relay func(*outboxrelay.Config)
 	// Brokers uses this Kafka (topic kafkatest.Topic, made if missing) instead
 	// of kafkatest's choice (kfake, or a topic of the test's own on the cluster
 	// of KAFKA_BROKERS).
@@ -134,7 +136,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 	p.Ops = httptest.NewServer(api.New(p.Pool, p.Log, api.Config{Token: OpsToken}))
 
 	for range max(opts.Relays, 1) {
-		p.StartRelay(nil)
+		p.StartRelay(opts.Relay)
 	}
 	if !opts.NoProcessor {
 		p.StartProcessor("p1", nil)
