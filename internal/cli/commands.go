@@ -21,6 +21,7 @@ var heading = []struct {
 	{service, "Services (scale each separately):"},
 	{client, "Proof:"},
 	{ops, "Operations:"},
+	{stream, "Streams (Kafka only):"},
 }
 
 // command is one subcommand of the binary. Dispatch, the checks before it
@@ -144,6 +145,13 @@ var commands = []command{
 	{name: "fence", kind: ops, run: fenceCmd,
 		usage: `  fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
+`},
+
+	{name: "changes", kind: stream, run: changesCmd,
+		usage: `  changes tail [-type T] [-account A] [-provider P] [-environment E] [-from-beginning]
+                                           follow the compacted changes topic (kafka.changes_topic), one JSON
+                                           line per applied projection change; -from-beginning replays
+                                           every current projection first
 `},
 }
 
