@@ -36,11 +36,13 @@ type Change struct {
 	// FenceGeneration is the writer's fencing generation.
 	FenceGeneration int64 `json:"fence_generation"`
 	// Version is the provider's version of the state (versioned providers);
-	// nil for state fetched from the provider.
+	// nil for state fetched from a provider without versions. A versioned
+	// resource's state fetched by a reconciliation check keeps the stored
+	// version beside its fetch time.
 	Version *int64 `json:"provider_version"`
 	// FetchSeq orders fetched observations of one resource (increasing per
 	// resource); FetchedAt is the database clock when the fetch started.
-	// Both nil for a versioned write.
+	// Both nil for a resource never fetched.
 	FetchSeq  *int64     `json:"fetch_seq"`
 	FetchedAt *time.Time `json:"fetched_at"`
 	Status    string     `json:"status"`
@@ -64,8 +66,8 @@ func DecodeChange(b []byte) (Change, error) {
 		return c, fmt.Errorf("decode change: missing resource identity")
 	case c.Decision != DecisionApplied && c.Decision != DecisionFetched:
 		return c, fmt.Errorf("decode change: unknown decision %q", c.Decision)
-	case (c.Version == nil) == (c.FetchSeq == nil && c.FetchedAt == nil):
-		return c, fmt.Errorf("decode change: needs either a provider version or a fetch time")
+	case c.Version == nil && c.FetchSeq == nil && c.FetchedAt == nil:
+		return c, fmt.Errorf("decode change: neither a provider version nor a fetch time")
 	case len(c.State) == 0:
 		return c, fmt.Errorf("decode change: no state")
 	}

@@ -112,7 +112,7 @@ type Write struct {
 	// Incremental demands Version == current+1.
 	Incremental bool
 	// ChangesTopic is where the write's change record goes when the write
-	// changed the projection (see changeSQL). Defaults to none: no record.
+	// changed the projection (see changeHead). Defaults to none: no record.
 	ChangesTopic string
 }
 
