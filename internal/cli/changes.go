@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/pkg/message"
+	"github.com/hookyard/hookyard/pkg/projection"
 )
 
 // changeFilter selects change records by resource; an empty field matches
@@ -25,13 +26,16 @@ func (f changeFilter) match(c message.Change) bool {
 		(f.environment == "" || f.environment == c.Environment) && (f.typ == "" || f.typ == c.Type)
 }
 
-const changesUsage = "changes tail [-type T] [-account A] [-provider P] [-environment E] [-from-beginning]"
+const changesUsage = "changes tail [-type T] [-account A] [-provider P] [-environment E] [-from-beginning] | changes republish [-batch N]"
 
 // changesCmd runs `changes tail`: follow the changes topic from the
 // terminal, one JSON line per record, until interrupted. It reads Kafka
 // only (no database, no consumer group: it commits nothing and moves no
-// other consumer).
+// other consumer). `changes republish` opens the database itself.
 func changesCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "republish" {
+		return republishChanges(ctx, e, args[1:], stdout)
+	}
 	if len(args) == 0 || args[0] != "tail" {
 		return usageErr(changesUsage)
 	}
@@ -95,4 +99,32 @@ func tailChanges(ctx context.Context, seeds []string, topic string, f changeFilt
 		}
 	}
 	return nil
+}
+
+// republishChanges runs `changes republish`: a change record (decision
+// current) of every projection into the outbox, for the relays to publish
+// in order with the resources' own changes. For projections stored before
+// changes were published, or a consumer that lost its copy of the topic.
+func republishChanges(ctx context.Context, e *env, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("changes republish", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	batch := fs.Int("batch", projection.RepublishBatchDefault, "projections per statement (and transaction)")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *batch <= 0 {
+		return usageErr("changes republish [-batch N]%s", errSuffix(err))
+	}
+	if e.pool == nil {
+		pool, err := openDB(ctx, e.cfg, e.log, 2)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		e.pool = pool
+	}
+	n, err := projection.Republish(ctx, e.pool, e.cfg.Kafka.ChangesTopic, *batch, func(done int64) {
+		e.log.InfoContext(ctx, "republishing projections", slog.Int64("queued", done))
+	})
+	if err != nil {
+		return fmt.Errorf("changes republish: %d queued before: %w", n, err)
+	}
+	return printJSON(stdout, map[string]any{"queued": n, "topic": e.cfg.Kafka.ChangesTopic})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 	"github.com/hookyard/hookyard/pkg/config"
 )
@@ -95,4 +96,30 @@ func TestChangesTailPrintsTheSelectedChangesOneLineEach(t *testing.T) {
 
 	require.ErrorIs(t, changesCmd(ctx, e, []string{"follow"}, &out), errUsage)
 	require.ErrorIs(t, changesCmd(ctx, e, []string{"tail", "-nope"}, &out), errUsage)
+}
+
+// `changes republish` queues a change record of every stored projection,
+// for the relays to publish: projections stored before changes were
+// published reach the changes topic. Fails if it misses one across its
+// batches or queues them for another topic than kafka.changes_topic.
+func TestChangesRepublishQueuesEveryProjection(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := context.Background()
+	_, err := s.Pool.Exec(ctx, `
+INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id,
+    provider_version, state, status, fence_generation)
+SELECT 'chargebee', 'site', 'test', 'subscription', 'sub_' || g, g, '{"status":"active"}', 'active', 1
+FROM generate_series(1, 5) g`)
+	require.NoError(t, err)
+	e := &env{cfg: &config.Config{Kafka: config.Kafka{ChangesTopic: "hookyard.changes.test"}}, pool: s.Pool,
+		log: slog.New(slog.DiscardHandler)}
+	var out bytes.Buffer
+	require.NoError(t, changesCmd(ctx, e, []string{"republish", "-batch", "2"}, &out))
+	require.JSONEq(t, `{"queued":5,"topic":"hookyard.changes.test"}`, out.String())
+	var n int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(DISTINCT message_key) FROM outbox
+WHERE topic = 'hookyard.changes.test' AND message::jsonb->>'decision' = 'current'`).Scan(&n))
+	require.Equal(t, 5, n)
+	require.ErrorIs(t, changesCmd(ctx, e, []string{"republish", "-batch", "0"}, &out), errUsage)
 }

@@ -26,7 +26,8 @@ const (
 	client
 	// ops is an operation on the database: a migrated pool, no tracing.
 	ops
-	// stream reads Kafka only: no pool, no tracing.
+	// stream is about the changes topic: no tracing, and no pool unless
+	// the command opens one itself.
 	stream
 )
 

@@ -21,7 +21,7 @@ var heading = []struct {
 	{service, "Services (scale each separately):"},
 	{client, "Proof:"},
 	{ops, "Operations:"},
-	{stream, "Streams (Kafka only):"},
+	{stream, "Changes out:"},
 }
 
 // command is one subcommand of the binary. Dispatch, the checks before it
@@ -152,6 +152,9 @@ var commands = []command{
                                            follow the compacted changes topic (kafka.changes_topic), one JSON
                                            line per applied projection change; -from-beginning replays
                                            every current projection first
+  changes republish [-batch N]             queue every stored projection on the changes topic again
+                                           (decision "current"; opens DATABASE_URL): after an upgrade,
+                                           for projections stored before changes were published
 `},
 }
 

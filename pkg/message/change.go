@@ -14,6 +14,10 @@ const (
 	// DecisionFetched: state fetched from the provider's API (or listed by
 	// a reconcile walk) that differs from the stored one.
 	DecisionFetched = "fetched"
+	// DecisionCurrent: no write; the stored projection published again
+	// (`hookyard changes republish`), e.g. one stored before changes were
+	// published.
+	DecisionCurrent = "current"
 )
 
 // Change is one record of the compacted changes topic
@@ -28,7 +32,7 @@ const (
 // SQL, from the row as stored); this type is how Go reads it.
 type Change struct {
 	Resource
-	// Decision is DecisionApplied or DecisionFetched.
+	// Decision is DecisionApplied, DecisionFetched or DecisionCurrent.
 	Decision string `json:"decision"`
 	// EventID is the event whose write this is; empty for a reconciliation
 	// check (the provider's state, fetched or listed, with no event).
@@ -64,7 +68,7 @@ func DecodeChange(b []byte) (Change, error) {
 	switch {
 	case c.Provider == "" || c.SourceAccount == "" || c.Environment == "" || c.Type == "" || c.ID == "":
 		return c, fmt.Errorf("decode change: missing resource identity")
-	case c.Decision != DecisionApplied && c.Decision != DecisionFetched:
+	case c.Decision != DecisionApplied && c.Decision != DecisionFetched && c.Decision != DecisionCurrent:
 		return c, fmt.Errorf("decode change: unknown decision %q", c.Decision)
 	case c.Version == nil && c.FetchSeq == nil && c.FetchedAt == nil:
 		return c, fmt.Errorf("decode change: neither a provider version nor a fetch time")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -185,4 +186,46 @@ func TestRacingFetchedWritesEndTheStreamOnTheStoredState(t *testing.T) {
 		require.NoError(t, json.Unmarshal(got[len(got)-1].State, &st))
 		require.Equal(t, stored.Status, st["status"])
 	}
+}
+
+// Republish queues one record of every projection, as stored, in batches
+// that walk the primary key: a consumer of a topic that started after the
+// projections did gets every one of them. Fails if a batch boundary skips
+// or repeats a projection.
+func TestRepublishQueuesEveryProjectionOnce(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := context.Background()
+	var want []string
+	for i := range 25 {
+		r := res(fmt.Sprintf("sub_rep_%02d", i))
+		if i%5 == 0 {
+			r.SourceAccount = "other"
+		}
+		w := snap(r, int64(i+1), "active")
+		var out projection.Result
+		inTx(t, s, func(b *pgx.Batch) { projection.QueueVersioned(b, w, &out) }) // no topic: no record
+		want = append(want, r.Key())
+	}
+	var calls int
+	n, err := projection.Republish(ctx, s.Pool, changesTopic, 7, func(int64) { calls++ })
+	require.NoError(t, err)
+	require.Equal(t, int64(25), n)
+	require.Equal(t, 4, calls)
+	var got []string
+	for _, k := range want {
+		parts := strings.Split(k, "/")
+		r := message.Resource{Provider: parts[0], SourceAccount: parts[1], Environment: parts[2], Type: parts[3], ID: parts[4]}
+		cs := changeRows(t, s, r)
+		require.Len(t, cs, 1, k)
+		require.Equal(t, message.DecisionCurrent, cs[0].Decision)
+		stored, err := projection.Get(ctx, s.Pool, r)
+		require.NoError(t, err)
+		require.Equal(t, stored.Version, cs[0].Version)
+		require.JSONEq(t, string(stored.State), string(cs[0].State))
+		got = append(got, k)
+	}
+	require.ElementsMatch(t, want, got)
+	_, err = projection.Republish(ctx, s.Pool, "", 0, nil)
+	require.Error(t, err)
 }
