@@ -271,14 +271,15 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				ep := w.p.endpoints[st.row.endpointID]
 				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.State,
 					Status: s.Status, Deleted: s.Deleted, EventID: m.EventID, Generation: w.tok.Generation,
-					Incremental: ep != nil && ep.Incremental}, &st.res)
+					Incremental: ep != nil && ep.Incremental, ChangesTopic: w.p.cfg.ChangesTopic}, &st.res)
 			}
 			if st.plan.Fetch {
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
 					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.start, &fr.res)
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation, ChangesTopic: w.p.cfg.ChangesTopic},
+						fr.start, &fr.res)
 				}
 			}
 			if k, ok := listedKey(m); ok {

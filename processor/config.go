@@ -62,6 +62,12 @@ type Config struct {
 	Brokers []string
 	// Topic is the events topic. Defaults to TopicDefault.
 	Topic string
+	// ChangesTopic is the compacted topic every projection change goes to:
+	// each write that changed a projection queues its change record in the
+	// outbox in the write's own transaction (the relay publishes it).
+	// Defaults to none: no change records (the services set
+	// kafka.changes_topic, whose default is "hookyard.changes").
+	ChangesTopic string
 	// Group is the consumer group. Defaults to GroupDefault.
 	Group string
 	// InstanceID names this processor in fences and logs. Defaults to

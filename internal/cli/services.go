@@ -134,7 +134,10 @@ func ensureTopic(ctx context.Context, cfg *config.Config, seeds []string) error 
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	_, err = topic.Ensure(ctx, cl, cfg.Kafka.Topic, cfg.Kafka.Partitions, cfg.Kafka.Replication)
+	if _, err = topic.Ensure(ctx, cl, cfg.Kafka.Topic, cfg.Kafka.Partitions, cfg.Kafka.Replication); err != nil {
+		return err
+	}
+	_, err = topic.EnsureCompacted(ctx, cl, cfg.Kafka.ChangesTopic, cfg.Kafka.Partitions, cfg.Kafka.Replication)
 	return err
 }
 
@@ -149,7 +152,8 @@ func (e *env) receiver() (*receiver.Receiver, error) {
 
 func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 	rc := e.cfg.Relay
-	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Registerer: e.reg,
+	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic,
+		ChangesTopic: e.cfg.Kafka.ChangesTopic, Registerer: e.reg,
 		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout,
 		TopicPartitions: e.cfg.Kafka.Partitions, TopicReplication: e.cfg.Kafka.Replication})
 }
@@ -199,7 +203,8 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 	if err != nil {
 		return nil, err
 	}
-	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group,
+	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic,
+		ChangesTopic: e.cfg.Kafka.ChangesTopic, Group: e.cfg.Kafka.Group,
 		Endpoints: e.cfg.Endpoints, RetryWindow: e.cfg.Processor.RetryWindow, MaxAttempts: e.cfg.Processor.MaxAttempts,
 		BackoffBase: e.cfg.Processor.BackoffBase, BackoffMax: e.cfg.Processor.BackoffMax,
 		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
@@ -315,8 +320,12 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 			return fmt.Errorf("start embedded kafka on %s: %w", config.KafkaAddrDefault, err)
 		}
 		defer cluster.Close()
+		if err := cluster.CreateTopic(e.cfg.Kafka.ChangesTopic, e.cfg.Kafka.Partitions, map[string]string{"cleanup.policy": "compact"}); err != nil {
+			return fmt.Errorf("create topic %s on the embedded kafka: %w", e.cfg.Kafka.ChangesTopic, err)
+		}
 		seeds = cluster.ListenAddrs()
-		e.log.InfoContext(ctx, "embedded kafka", slog.Any("addrs", seeds), slog.String("topic", e.cfg.Kafka.Topic))
+		e.log.InfoContext(ctx, "embedded kafka", slog.Any("addrs", seeds), slog.String("topic", e.cfg.Kafka.Topic),
+			slog.String("changes_topic", e.cfg.Kafka.ChangesTopic))
 	} else if err := ensureTopic(ctx, e.cfg, seeds); err != nil {
 		return err
 	}

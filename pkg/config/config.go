@@ -35,7 +35,9 @@ const (
 	// start instead of failing every fetch.
 	StripeAPIKeyDevDefault = "sk_test_hookyard_dev"
 	TopicDefault           = "hookyard.events"
-	PartitionsDefault      = 12
+	// ChangesTopicDefault is the compacted topic of projection changes.
+	ChangesTopicDefault = "hookyard.changes"
+	PartitionsDefault   = 12
 )
 
 // Config is the whole configuration.
@@ -80,6 +82,11 @@ type Config struct {
 type Kafka struct {
 	// Topic defaults to TopicDefault.
 	Topic string `yaml:"topic"`
+	// ChangesTopic is the compacted topic (cleanup.policy=compact) every
+	// applied projection change is published to, under the resource's key;
+	// created with Partitions and Replication like Topic. Defaults to
+	// ChangesTopicDefault.
+	ChangesTopic string `yaml:"changes_topic"`
 	// Partitions is used when the topic is created. Defaults to PartitionsDefault.
 	Partitions int32 `yaml:"partitions"`
 	// Replication is used when the topic is created. Defaults to -1: the
@@ -376,6 +383,7 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 		}
 	}
 	c.Kafka.Topic = cmp.Or(c.Kafka.Topic, TopicDefault)
+	c.Kafka.ChangesTopic = cmp.Or(c.Kafka.ChangesTopic, ChangesTopicDefault)
 	c.Kafka.Partitions = cmp.Or(c.Kafka.Partitions, PartitionsDefault)
 	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, -1)
 	c.Kafka.Group = cmp.Or(c.Kafka.Group, "hookyard-processor")

@@ -55,8 +55,8 @@ type reads struct {
 	opsToken bool
 }
 
-// serviceReads derives from internal/cli what each long-running service
-// and migrate use: only the receiver verifies signatures, only the
+// serviceReads derives from internal/cli what each long-running service,
+// migrate and changes use: only the receiver verifies signatures, only the
 // processor (fetching hints) and the reconciler (listing) call provider
 // APIs, only the api serves the ops API. A name not here (dev, the ops
 // commands, a new one) reads everything.
@@ -68,6 +68,7 @@ var serviceReads = map[string]reads{
 	"outbox-relay": {},
 	"effects":      {},
 	"migrate":      {},
+	"changes":      {}, // reads the changes topic only
 }
 
 func readsOf(service string) reads {
