@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,4 +127,55 @@ func TestFencedOutWorkerRecordsNoTransitionEffect(t *testing.T) {
 	p.Eventually(func() bool { return countActions(t, p, kind) == 1 }, "the new owner records the cancellation's effect")
 	p.WaitIdle()
 	require.Equal(t, 1, countActions(t, p, kind))
+}
+
+// Many copies of a resource's snapshots, its cancellation among them,
+// delivered concurrently in any order to two processors: the cancellation's
+// version is applied once, so exactly one transition effect is recorded,
+// keyed by that version, whichever order the copies came in. It holds the
+// invariant under real concurrency (-race); fails if concurrent copies of
+// one cause could record two effects, or none.
+func TestConcurrentCopiesOfACancellationRecordOneTransitionEffect(t *testing.T) {
+	t.Parallel()
+	const (
+		kind     = "subscription_canceled"
+		endpoint = "sw-conc"
+		secret   = "whsec_c2VjcmV0LWZvci1jb25jdXJyZW50LWNvcGllcy10ZXN0"
+		account  = "sender_conc"
+	)
+	effects := action.Effects{{Kind: kind, On: &action.Transition{Type: "subscription", To: "canceled"}}}
+	p := pipelinetest.New(t, pipelinetest.Options{
+		Endpoints: []provider.Endpoint{{ID: endpoint, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test",
+			Secrets: []string{secret}, Paths: provider.Paths{ResourceID: "data.id", State: "data", Version: "data.version"}}},
+		Processor: func(c *processor.Config) { c.Effects = effects }})
+	_, _ = p.StartProcessor("p2", nil)
+
+	t0 := time.Now().Add(-time.Hour)
+	var wg sync.WaitGroup
+	for v := 1; v <= 10; v++ {
+		status := []string{"trialing", "active", "past_due"}[v%3]
+		if v == 10 {
+			status = "canceled"
+		}
+		for c := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.PostStandard(endpoint, secret, fmt.Sprintf("msg_v%d_%d", v, c), t0.Add(time.Duration(v)*time.Minute),
+					map[string]any{"id": "sub_conc", "version": v, "status": status}, "subscription.updated")
+			}()
+		}
+	}
+	wg.Wait()
+	p.WaitIdle()
+	var subjects []string
+	rows, err := p.Pool.Query(context.Background(), `SELECT subject_id FROM action WHERE kind = $1`, kind)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		subjects = append(subjects, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"subscription/sub_conc@v10"}, subjects)
 }
