@@ -574,3 +574,24 @@ effects:
 	// without facts gets.
 	require.Equal(t, fact.Declarations(nil).With(fact.Defaults), example.Facts.With(fact.Defaults))
 }
+
+// A declared effect's URL goes to another host as a receipt's does: outside
+// dev, plain http to another host is refused naming the entry unless
+// allowed. Fails if declared URLs skip the production check.
+func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "CANCEL_URL": "http://crm.internal/hook"}
+	doc := "effects:\n  declare:\n    - kind: subscription_canceled\n      on: {type: subscription, to: canceled}\n      url_env: CANCEL_URL\n"
+	c, err := config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, "effects.declare[0] (subscription_canceled) url is plain http")
+	c, err = config.Parse([]byte(doc+"  allow_http: true\n"), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+	env["CANCEL_URL"] = "http://127.0.0.1:9/hook"
+	c, err = config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+}
