@@ -1,6 +1,8 @@
 // Package effects performs the external effects the processor recorded as
-// `action` rows — today the receipt of a paid invoice, an HTTP POST to the
-// configured receipt URL — and keeps each action's outcome. The rows, their
+// `action` rows — the receipt of a paid invoice and every declared effect
+// (action.Effect), each an HTTP POST to its kind's URL — and keeps each
+// action's outcome. A fact's effect POSTs its fact; a transition's, the
+// body stored with it. The rows, their
 // state machine and every statement over them belong to package action;
 // this package is the sender: HTTP, backoff, metrics and tracing.
 //

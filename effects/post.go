@@ -36,7 +36,13 @@ const AttemptHeader = "Hookyard-Attempt"
 // to the same bytes (struct fields in declaration order, the fact's data as
 // Postgres stores it, recorded_at in UTC so that senders in other time zones
 // agree).
+//
+// A transition's effect has no fact: its body was stored with the action
+// when it was recorded (action.TransitionRecord) and is sent as stored.
 func encodeBody(c action.Claimed) ([]byte, error) {
+	if c.Body != nil {
+		return c.Body, nil
+	}
 	f := *c.Fact
 	f.RecordedAt = f.RecordedAt.UTC()
 	return json.Marshal(Body{ActionKey: c.Key.String(), Kind: c.Key.Kind, Fact: f})

@@ -210,7 +210,7 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
 		SessionTimeout: e.cfg.Processor.SessionTimeout, HeartbeatInterval: e.cfg.Processor.HeartbeatInterval,
 		RebalanceTimeout: e.cfg.Processor.RebalanceTimeout,
-		Facts:            e.cfg.Facts, StateFields: e.cfg.Projection.StateFields,
+		Facts:            e.cfg.Facts, Effects: e.cfg.Effects.Declare, StateFields: e.cfg.Projection.StateFields,
 		Fetchers: fetchers(conns)})
 }
 
@@ -259,7 +259,7 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 // runs idle and receipts stay pending.
 func (e *env) effects() (*effects.Sender, error) {
 	ec := e.cfg.Effects
-	return effects.New(e.pool, e.log, effects.Config{ReceiptURL: ec.ReceiptURL, Timeout: ec.Timeout, BatchSize: ec.BatchSize,
+	return effects.New(e.pool, e.log, effects.Config{ReceiptURL: ec.ReceiptURL, Effects: ec.Declare, Timeout: ec.Timeout, BatchSize: ec.BatchSize,
 		PollInterval: ec.PollInterval, BackoffBase: ec.BackoffBase, BackoffMax: ec.BackoffMax, MaxAttempts: ec.MaxAttempts,
 		Registerer: e.reg})
 }
@@ -267,10 +267,20 @@ func (e *env) effects() (*effects.Sender, error) {
 // actionsWaiting says, per action kind, why actions of that kind are not
 // being sent, for explain and `actions show`.
 func actionsWaiting(cfg *config.Config) map[string]string {
-	if cfg.Effects.ReceiptURL == "" {
-		return map[string]string{action.KindReceipt: effects.ReasonNoURL}
+	var out map[string]string
+	for _, ef := range cfg.Effects.Declare.With(action.DefaultEffects) {
+		if ef.URL != "" || (ef.Kind == action.KindReceipt && cfg.Effects.ReceiptURL != "") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[ef.Kind] = effects.ReasonNoURL
+		if ef.Kind != action.KindReceipt {
+			out[ef.Kind] = "no url configured for effect " + ef.Kind + " (effects.declare url or url_env): its actions stay pending"
+		}
 	}
-	return nil
+	return out
 }
 
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
@@ -278,7 +288,7 @@ func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
 	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
 	auth := opsAuth(e.cfg)
 	ops := api.New(e.pool, e.log, api.Config{Auth: auth, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs,
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Effects: e.cfg.Effects.Declare, Jobs: jobs,
 		MinPurgeAge: e.cfg.Retention.MinPurgeAge, AuditAge: e.cfg.Retention.AuditAge})
 	e.mountConsole(ops, jobs, auth)
 	return ops, jobs

@@ -26,8 +26,12 @@ type Claimed struct {
 	EventID     string
 	// Interrupted: the previous sender's lease expired mid-attempt.
 	Interrupted bool
-	// Fact is the fact the action is about; nil when none is recorded.
+	// Fact is the fact the action is about; nil when none is recorded (or
+	// the action is about no fact).
 	Fact *fact.Fact
+	// Body is the body stored with the action (a transition's); nil when
+	// it is derived from Fact.
+	Body []byte
 	// TraceParent is the recording event's W3C traceparent ("" untraced).
 	TraceParent string
 }
@@ -83,20 +87,22 @@ WITH due AS (
       AND a.subject_id = d.subject_id AND a.kind = d.kind
     RETURNING a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status, a.attempts,
               a.attempts - a.attempts_at_replay AS since_replay, a.event_id,
-              d.status = 'sending' AS interrupted, coalesce(a.trace_parent, '') AS trace_parent
+              d.status = 'sending' AS interrupted, coalesce(a.trace_parent, '') AS trace_parent, a.body
 )
 SELECT c.provider, c.source_account, c.environment, c.subject_id, c.kind, c.status, c.attempts, c.since_replay, c.event_id,
-       c.interrupted, c.trace_parent,
+       c.interrupted, c.trace_parent, c.body,
        f.fact_type, f.resource_type, f.resource_id, f.event_id, f.recorded_at, f.data
 FROM claimed c
--- a receipt is about the invoice_paid fact of its invoice (factTypes)
-LEFT JOIN fact f ON c.kind = 'receipt' AND f.provider = c.provider AND f.source_account = c.source_account
-    AND f.environment = c.environment AND f.fact_type = 'invoice_paid' AND f.fact_id = c.subject_id`
+-- a fact's effect is about the fact of its declared type ($6) whose id is
+-- its subject; a transition's ($6 = '') joins no fact
+LEFT JOIN fact f ON $6 <> '' AND f.provider = c.provider AND f.source_account = c.source_account
+    AND f.environment = c.environment AND f.fact_type = $6 AND f.fact_id = c.subject_id`
 
 // Claim takes the lease of up to limit due actions of kind and returns
-// them with their facts.
-func Claim(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Lease) ([]Claimed, error) {
-	rows, err := pool.Query(ctx, claimSQL, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID)
+// them with their facts of type factType (the kind's declared on_fact; ""
+// for a transition's effect, which carries its body).
+func Claim(ctx context.Context, pool *pgxpool.Pool, kind, factType string, limit int, l Lease) ([]Claimed, error) {
+	rows, err := pool.Query(ctx, claimSQL, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID, factType)
 	if err != nil {
 		return nil, fmt.Errorf("claim due actions: %w", err)
 	}
@@ -105,8 +111,12 @@ func Claim(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Le
 		var factType, resType, resID, factEvent *string
 		var recorded *time.Time
 		var data []byte
+		var body *string
 		err := row.Scan(&c.Key.Provider, &c.Key.SourceAccount, &c.Key.Environment, &c.Key.SubjectID, &c.Key.Kind,
-			&c.Status, &c.Attempts, &c.SinceReplay, &c.EventID, &c.Interrupted, &c.TraceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
+			&c.Status, &c.Attempts, &c.SinceReplay, &c.EventID, &c.Interrupted, &c.TraceParent, &body, &factType, &resType, &resID, &factEvent, &recorded, &data)
+		if body != nil {
+			c.Body = []byte(*body)
+		}
 		if err == nil && factType != nil {
 			c.Fact = &fact.Fact{Provider: c.Key.Provider, SourceAccount: c.Key.SourceAccount, Environment: c.Key.Environment,
 				Type: *factType, ID: c.Key.SubjectID, ResourceType: *resType, ResourceID: *resID, EventID: *factEvent,

@@ -1,6 +1,8 @@
 // Package action owns the action table: the external effects the processor
-// records (today the receipt of a paid invoice), each under a stable key
-// (see Key.String), and every statement that reads or writes them — the
+// records, each under a stable key (see Key.String), and the effects'
+// declarations (Effect: on a fact, like the receipt of a paid invoice, or
+// on a projection transition, whose body is stored with the action), and
+// every statement that reads or writes them — the
 // processor's insert (QueueRecord, queued into its batch transaction), the
 // sender's claim and settle, and the operators' list, show and replay.
 //

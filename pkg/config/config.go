@@ -208,6 +208,12 @@ type Effects struct {
 	// MaxAttempts is how many attempts an action gets (again after each
 	// replay) before it is dead. Defaults to 20 (about 5 to 9 hours).
 	MaxAttempts int `yaml:"max_attempts"`
+	// Declare are the declared effects (action.Effect): a kind, what
+	// causes it (on_fact: a fact type, or on: a projection transition) and
+	// its url (or url_env). Defaults to action.DefaultEffects: the receipt
+	// on invoice_paid, POSTed to receipt_url; an entry replaces the default
+	// of its kind.
+	Declare action.Effects `yaml:"declare"`
 }
 
 // Retention options.
@@ -375,6 +381,11 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	c.GitHubAPIBase = env("GITHUB_API_BASE", "")
 	c.StripeAPIKey = env("STRIPE_API_KEY", "")
 	c.Effects.ReceiptURL = env("RECEIPT_WEBHOOK_URL", c.Effects.ReceiptURL)
+	for i := range c.Effects.Declare {
+		if ef := &c.Effects.Declare[i]; ef.URLEnv != "" {
+			ef.URL = env(ef.URLEnv, ef.URL)
+		}
+	}
 	if b := env("KAFKA_BROKERS", ""); b != "" {
 		for _, s := range strings.Split(b, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -515,6 +526,9 @@ func (c *Config) validate(r reads) error {
 		errs = append(errs, fmt.Errorf("config: retention.payload_age %s is below retention.min_purge_age %s", rt.PayloadAge, rt.MinPurgeAge))
 	}
 	if err := c.Facts.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := c.Effects.Declare.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	for i, f := range c.Projection.StateFields {

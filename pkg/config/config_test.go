@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/config"
+	"github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
@@ -541,4 +544,82 @@ endpoints:
 	require.Equal(t, config.IdentityAgeDefault, c.Retention.IdentityAge)
 	require.Equal(t, config.DeadPayloadAgeDefault, c.Retention.DeadPayloadAge)
 	require.Equal(t, config.PartitionIntervalDefault, c.Retention.PartitionInterval)
+}
+
+// Declared effects are read with their causes, a url_env's variable wins
+// over url, and an effect without exactly one cause is refused naming its
+// entry. The example config's declarations (the built-in facts and the
+// receipt, written out) parse and validate. Fails if effects.declare is
+// not read, its variables not resolved or its entries not checked.
+func TestEffectDeclarationsAreReadResolvedAndChecked(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+facts:
+  - provider: stripe
+    type: charge_refunded
+    on: [charge.refunded]
+    resource: {type: customer, id: customer}
+    fields: [id, amount_refunded]
+effects:
+  declare:
+    - kind: receipt
+      on_fact: invoice_paid
+      url_env: RECEIPT_WEBHOOK_URL
+    - kind: subscription_canceled
+      on: {type: subscription, field: status, to: canceled}
+      url: https://a.example.com/x
+      url_env: CANCEL_URL
+`), lookup(map[string]string{"RECEIPT_WEBHOOK_URL": "https://r.example.com/", "CANCEL_URL": "https://c.example.com/"}))
+	require.NoError(t, err)
+	require.Len(t, c.Effects.Declare, 2)
+	require.Equal(t, "https://r.example.com/", c.Effects.Declare[0].URL)
+	require.Equal(t, "https://c.example.com/", c.Effects.Declare[1].URL, "url_env wins over url")
+	require.Equal(t, "canceled", c.Effects.Declare[1].On.To)
+	require.Equal(t, "customer", c.Facts[0].Resource.Type)
+
+	_, err = config.Parse([]byte(`
+effects:
+  declare:
+    - kind: x
+    - kind: y
+      on: {type: subscription}
+`), lookup(nil))
+	require.ErrorContains(t, err, "effects.declare[0]: exactly one of on_fact and on is required")
+	require.ErrorContains(t, err, "effects.declare[1].on: exactly one of to and deleted is required")
+
+	raw, err := os.ReadFile("../../hookyard.example.yaml")
+	require.NoError(t, err)
+	var example struct {
+		Facts   fact.Declarations `yaml:"facts"`
+		Effects struct {
+			Declare action.Effects `yaml:"declare"`
+		} `yaml:"effects"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &example))
+	require.NoError(t, example.Facts.Validate())
+	require.NoError(t, example.Effects.Declare.Validate())
+	// The example writes out the defaults: it declares what a config
+	// without facts gets.
+	require.Equal(t, fact.Declarations(nil).With(fact.Defaults), example.Facts.With(fact.Defaults))
+}
+
+// A declared effect's URL goes to another host as a receipt's does: outside
+// dev, plain http to another host is refused naming the entry unless
+// allowed. Fails if declared URLs skip the production check.
+func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "CANCEL_URL": "http://crm.internal/hook"}
+	doc := "effects:\n  declare:\n    - kind: subscription_canceled\n      on: {type: subscription, to: canceled}\n      url_env: CANCEL_URL\n"
+	c, err := config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, "effects.declare[0] (subscription_canceled) url is plain http")
+	c, err = config.Parse([]byte(doc+"  allow_http: true\n"), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+	env["CANCEL_URL"] = "http://127.0.0.1:9/hook"
+	c, err = config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
 }

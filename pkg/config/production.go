@@ -177,5 +177,10 @@ func (c *Config) CheckService(service string) error {
 		// A receipt carries the invoice (customer, amounts) to another host.
 		errs = append(errs, fmt.Errorf("%w: RECEIPT_WEBHOOK_URL (effects.receipt_url) is plain http to another host; use https, or set effects.allow_http", ErrDevDefault))
 	}
+	for i, ef := range c.Effects.Declare {
+		if u := ef.URL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
+			errs = append(errs, fmt.Errorf("%w: effects.declare[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, ef.Kind))
+		}
+	}
 	return errors.Join(errs...)
 }

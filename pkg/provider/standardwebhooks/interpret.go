@@ -73,3 +73,7 @@ func lookupObjects(doc any, path string) (any, bool) {
 	}
 	return cur, true
 }
+
+// FactObject implements provider.FactObjecter: a Standard Webhooks
+// message's object is its data.
+func (Provider) FactObject(provider.StoredEvent) string { return "data" }
