@@ -298,7 +298,7 @@ func TestEqualVersionConflictParksProjectionForReconcile(t *testing.T) {
 
 	// While it waits, another conflicting copy (a replay) updates the
 	// reason but is the same parking: the check already sent stands.
-	_, err := a.s.Pool.Exec(context.Background(), `UPDATE subscription_projection SET reconcile_checked_at = now() - interval '1 minute'`)
+	_, err := a.s.Pool.Exec(context.Background(), `UPDATE projection SET reconcile_checked_at = now() - interval '1 minute'`)
 	require.NoError(t, err)
 	again := snap(r, 20, "canceled")
 	again.EventID = "ev_third"
