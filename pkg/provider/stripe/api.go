@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -144,6 +145,13 @@ var plurals = map[string]string{
 	"charge":         "charges",
 	"price":          "prices",
 	"product":        "products",
+}
+
+// Fetchable reports whether the client can retrieve resources of type t
+// (GET /v1/<objects>/<id>): the types an endpoint may project.
+func Fetchable(t string) bool {
+	_, ok := plurals[t]
+	return ok
 }
 
 // Client reads Stripe resources. It is safe for concurrent use.
@@ -483,3 +491,13 @@ type callerGone struct{ err error }
 
 func (g *callerGone) Error() string { return g.err.Error() }
 func (g *callerGone) Unwrap() error { return g.err }
+
+// FetchableTypes are the types Fetchable accepts, sorted.
+func FetchableTypes() []string {
+	out := make([]string, 0, len(plurals))
+	for t := range plurals {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
