@@ -136,7 +136,8 @@ var modes = map[bool]string{false: "test", true: "live"}
 // https://docs.stripe.com/api/charges/retrieve,
 // https://docs.stripe.com/api/prices/retrieve,
 // https://docs.stripe.com/api/products/retrieve). Which of them the
-// processor fetches is its interpretation's choice, not the client's.
+// processor fetches is each endpoint's `project` (Interpret), not the
+// client's; these are the types it may name.
 var plurals = map[string]string{
 	"subscription":   "subscriptions",
 	"customer":       "customers",
