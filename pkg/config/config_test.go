@@ -633,10 +633,14 @@ func TestProjectNamesOnlyWhatTheProviderProjects(t *testing.T) {
 endpoints:
   - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [subscription, customer, invoice]}
   - {id: b, provider: chargebee, source_account: site, environment: test, secrets: ["u:p"], project: [customer]}
+  - {id: n, provider: chargebee, source_account: site2, environment: test, secrets: ["u:p"], project: []}
 `), lookup(nil))
 	require.NoError(t, err)
 	require.Equal(t, []string{"subscription", "customer", "invoice"}, c.Endpoints[0].Project)
 	require.Equal(t, []string{"customer"}, c.Endpoints[1].Project)
+	// An empty list projects nothing, unlike no list (the provider's default).
+	require.NotNil(t, c.Endpoints[2].Project)
+	require.False(t, c.Endpoints[2].Projects("subscription", nil))
 
 	_, err = config.Parse([]byte(`
 endpoints:
