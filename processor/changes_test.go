@@ -166,7 +166,7 @@ func TestChangeStreamRebuildsEveryProjectionAfterChaos(t *testing.T) {
 	}
 
 	// Compaction keeps the last record of each key: it is the projection.
-	rows, err := p.Pool.Query(ctx, `SELECT provider, source_account, environment, resource_type, resource_id FROM subscription_projection`)
+	rows, err := p.Pool.Query(ctx, `SELECT provider, source_account, environment, resource_type, resource_id FROM projection`)
 	require.NoError(t, err)
 	var all []message.Resource
 	for rows.Next() {

@@ -107,7 +107,7 @@ func TestChangesRepublishQueuesEveryProjection(t *testing.T) {
 	s := dbtest.New(t)
 	ctx := context.Background()
 	_, err := s.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id,
     provider_version, state, status, fence_generation)
 SELECT 'chargebee', 'site', 'test', 'subscription', 'sub_' || g, g, '{"status":"active"}', 'active', 1
 FROM generate_series(1, 5) g`)

@@ -623,3 +623,30 @@ func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T)
 	require.NoError(t, err)
 	require.NoError(t, c.CheckProduction())
 }
+
+// An endpoint's project names only what its provider can project: a Stripe
+// type the client cannot fetch, or any list on a GitHub endpoint, is an
+// error naming the endpoint's key, not a projection that never comes.
+func TestProjectNamesOnlyWhatTheProviderProjects(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+endpoints:
+  - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [subscription, customer, invoice]}
+  - {id: b, provider: chargebee, source_account: site, environment: test, secrets: ["u:p"], project: [customer]}
+  - {id: n, provider: chargebee, source_account: site2, environment: test, secrets: ["u:p"], project: []}
+`), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"subscription", "customer", "invoice"}, c.Endpoints[0].Project)
+	require.Equal(t, []string{"customer"}, c.Endpoints[1].Project)
+	// An empty list projects nothing, unlike no list (the provider's default).
+	require.NotNil(t, c.Endpoints[2].Project)
+	require.False(t, c.Endpoints[2].Projects("subscription", nil))
+
+	_, err = config.Parse([]byte(`
+endpoints:
+  - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [customer, discount]}
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request]}
+`), lookup(nil))
+	require.ErrorContains(t, err, `endpoints[0].project[1] "discount" is not a Stripe object`)
+	require.ErrorContains(t, err, `endpoints[1].project: GitHub resources are not projected`)
+}

@@ -62,7 +62,7 @@ const Current = "current"
 const republishSQL = `
 WITH RECURSIVE walk AS (
     (SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id, 1 AS n
-     FROM subscription_projection p
+     FROM projection p
      WHERE (p.provider, p.source_account, p.environment, p.resource_type, p.resource_id) > ($1, $2, $3, $4, $5)
      ORDER BY p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
      LIMIT 1)
@@ -70,7 +70,7 @@ WITH RECURSIVE walk AS (
     SELECT nx.provider, nx.source_account, nx.environment, nx.resource_type, nx.resource_id, w.n + 1
     FROM walk w CROSS JOIN LATERAL (
         SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
-        FROM subscription_projection p
+        FROM projection p
         WHERE (p.provider, p.source_account, p.environment, p.resource_type, p.resource_id)
             > (w.provider, w.source_account, w.environment, w.resource_type, w.resource_id)
         ORDER BY p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
@@ -80,7 +80,7 @@ WITH RECURSIVE walk AS (
     SELECT u.* FROM walk w CROSS JOIN LATERAL (
         SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id, p.provider_version,
             p.state, p.status, p.deleted, p.source_event_id, p.fence_generation, p.fetch_seq, p.fetched_at, p.updated_at
-        FROM subscription_projection p
+        FROM projection p
         WHERE p.provider = w.provider AND p.source_account = w.source_account AND p.environment = w.environment
           AND p.resource_type = w.resource_type AND p.resource_id = w.resource_id
         LIMIT 1

@@ -1,4 +1,4 @@
-// Package projection owns subscription_projection and projection_history:
+// Package projection owns projection and projection_history:
 // the current state of each resource and the record of why it is so, and
 // every statement over them — the processor's writes and its parking of
 // resources whose hint died (queued into its batch transaction), the
@@ -151,7 +151,7 @@ type Write struct {
 // conflicting or unordered copies (replays) arrive while it waits.
 const versionedSQL = `
 WITH old AS (
-    SELECT provider_version, state, status, deleted FROM subscription_projection
+    SELECT provider_version, state, status, deleted FROM projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ), verdict AS (
     SELECT CASE
@@ -165,7 +165,7 @@ WITH old AS (
         ELSE 'conflict' END AS v
     FROM old o
 ), up AS (
-    INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+    INSERT INTO projection AS p (provider, source_account, environment, resource_type, resource_id,
         provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, needs_reconcile)
     SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, now(), now(), false
     WHERE NOT EXISTS (SELECT 1 FROM verdict WHERE v IN ('unordered', 'gap'))
@@ -180,7 +180,7 @@ WITH old AS (
     ` + changeReturning + `
 ), ` + changeHead + Applied + changeTail + `
 ), park AS (
-    UPDATE subscription_projection p SET needs_reconcile = true, updated_at = now(),
+    UPDATE projection p SET needs_reconcile = true, updated_at = now(),
         parked_at = CASE WHEN p.needs_reconcile THEN coalesce(p.parked_at, now()) ELSE now() END,
         reconcile_checked_at = CASE WHEN p.needs_reconcile THEN p.reconcile_checked_at END,
         needs_reconcile_reason = CASE x.v
@@ -255,11 +255,11 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 // outer query reads it.
 const fetchedSQL = `
 WITH old AS MATERIALIZED (
-    SELECT status, deleted, state FROM subscription_projection
+    SELECT status, deleted, state FROM projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
     FOR UPDATE
 ), up AS (
-    INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+    INSERT INTO projection AS p (provider, source_account, environment, resource_type, resource_id,
         provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, fetched_at, fetch_seq)
     -- reads old (and so locks the row) before the upsert: scanned later, a
     -- row this statement already updated is skipped by FOR UPDATE
@@ -418,7 +418,7 @@ func Get(ctx context.Context, pool *pgxpool.Pool, r message.Resource) (Projectio
 	err := pool.QueryRow(ctx, `
 SELECT provider_version, state, status, deleted, needs_reconcile, coalesce(needs_reconcile_reason, ''), parked_at,
        reconcile_checked_at, source_event_id, fence_generation, observed_at, updated_at
-FROM subscription_projection
+FROM projection
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5`,
 		r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID).Scan(
 		&p.Version, &state, &status, &p.Deleted, &p.NeedsReconcile, &p.NeedsReconcileReason, &p.ParkedAt,

@@ -101,6 +101,32 @@ type Endpoint struct {
 	// (Stripe Connect: sent as Stripe-Account), usually equal to
 	// SourceAccount. Defaults to empty: the API key's own account.
 	StripeAccount string `yaml:"stripe_account"`
+	// Project names the resource types whose events this endpoint projects
+	// (e.g. [subscription, customer, invoice]); an event about any other
+	// type is stored and recorded, and changes no projection. Defaults to
+	// the provider's choice: Stripe [subscription] (every other type costs
+	// an API call per event), every type a versioned provider snapshots
+	// (Chargebee, Standard Webhooks).
+	Project []string `yaml:"project"`
+}
+
+// Projects reports whether ep projects resources of type t: the types its
+// Project names, or byDefault when it names none (byDefault nil: every
+// type). A nil ep (an endpoint the config no longer names) is judged by
+// byDefault.
+func (e *Endpoint) Projects(t string, byDefault []string) bool {
+	list := byDefault
+	if e != nil && e.Project != nil {
+		list = e.Project
+	} else if byDefault == nil {
+		return true
+	}
+	for _, p := range list {
+		if p == t {
+			return true
+		}
+	}
+	return false
 }
 
 // Paths are dot-separated JSON paths into a Standard Webhooks payload.

@@ -53,6 +53,9 @@ type Options struct {
 	Partitions int32
 	// Endpoints in addition to the Stripe one.
 	Endpoints []provider.Endpoint
+	// StripeProject is the Stripe endpoint's `project`. Defaults to none:
+	// the provider's default (subscriptions).
+	StripeProject []string
 	// NoProcessor leaves starting processors to the test.
 	NoProcessor bool
 	// Processor adjusts each processor's config.
@@ -124,7 +127,7 @@ func New(t testing.TB, opts Options) *Pipeline {
 		p.Kafka = kafkatest.New(t, opts.Partitions)
 	}
 	p.Endpoints = append([]provider.Endpoint{{ID: StripeEndpoint, Provider: provider.Stripe, SourceAccount: StripeAccount,
-		Environment: "test", Secrets: []string{StripeSecret}}}, opts.Endpoints...)
+		Environment: "test", Secrets: []string{StripeSecret}, Project: opts.StripeProject}}, opts.Endpoints...)
 
 	rcv, err := receiver.New(p.Pool, p.Log, receiver.Config{Endpoints: p.Endpoints})
 	require.NoError(t, err)

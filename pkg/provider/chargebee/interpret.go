@@ -15,7 +15,9 @@ import (
 // read from the payload again: a second reading could find another one.
 // A resource object stored without a version is a snapshot that cannot
 // be ordered: malformed, as Chargebee always sends resource_version.
-func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provider.Plan, error) {
+// Only the types the endpoint projects (ep.Project; by default every type)
+// become snapshots: an event about another type is recorded.
+func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
 	var doc struct {
 		Content map[string]json.RawMessage `json:"content"`
 	}
@@ -26,7 +28,7 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 	}
 	var p provider.Plan
 	obj, ok := doc.Content[ev.ResourceType]
-	if !ok || ev.ResourceID == "" {
+	if !ok || ev.ResourceID == "" || !ep.Projects(ev.ResourceType, nil) {
 		return p, nil
 	}
 	if ev.Version == nil {

@@ -46,3 +46,26 @@ func TestInterpret(t *testing.T) {
 		Payload: []byte(`{"content":{"subscription":{"id":"sub_1","resource_version":9}}}`)}, nil)
 	require.ErrorIs(t, err, provider.ErrMalformed)
 }
+
+// A Chargebee endpoint projects every type it receives a snapshot of unless
+// its `project` names some: then an event about another type is recorded,
+// no snapshot. Fails if the type gate is removed or ignores the list.
+func TestInterpretSnapshotsOnlyProjectedTypes(t *testing.T) {
+	t.Parallel()
+	v := int64(3)
+	ev := provider.StoredEvent{EventType: "customer_changed", ResourceType: "customer", ResourceID: "cus_1", Version: &v,
+		Payload: []byte(`{"content":{"customer":{"id":"cus_1","resource_version":3}}}`)}
+	for _, c := range []struct {
+		ep   *provider.Endpoint
+		snap bool
+	}{
+		{nil, true}, {&provider.Endpoint{}, true},
+		{&provider.Endpoint{Project: []string{"subscription", "customer"}}, true},
+		{&provider.Endpoint{Project: []string{"subscription"}}, false},
+		{&provider.Endpoint{Project: []string{}}, false},
+	} {
+		got, err := Provider{}.Interpret(ev, c.ep)
+		require.NoError(t, err)
+		require.Equal(t, c.snap, got.Snapshot != nil, "%+v", c.ep)
+	}
+}

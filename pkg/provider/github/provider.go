@@ -26,6 +26,11 @@ func (Provider) EndpointKeys() []string { return []string{"github_hook"} }
 // CheckEndpoint implements provider.EndpointChecker: github_hook names one
 // hook, and an App's key parses.
 func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
+	if len(ep.Project) > 0 {
+		// Nothing of GitHub's is projected yet: a list would promise
+		// projections that never come.
+		return []error{fmt.Errorf("project: GitHub resources are not projected (events are stored, facts and effects apply)")}
+	}
 	if ep.GitHubHook == nil {
 		return nil
 	}

@@ -12,9 +12,11 @@ import (
 // Interpret implements provider.Interpreter. An event with a version is a
 // snapshot: the state at ep.Paths.State ("data" by default), deleted when
 // the type ends in ".deleted" or ep.Paths.Deleted says so. An event about
-// a resource without a version is a hint to fetch.
+// a resource without a version is a hint to fetch. Only the types the
+// endpoint projects (ep.Project; by default every type) are either: an
+// event about another type is recorded.
 func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
-	if ev.ResourceID == "" {
+	if ev.ResourceID == "" || !ep.Projects(ev.ResourceType, nil) {
 		return provider.Plan{}, nil
 	}
 	if ev.Version == nil {

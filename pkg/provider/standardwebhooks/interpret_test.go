@@ -36,3 +36,29 @@ func TestInterpret(t *testing.T) {
 		require.Equal(t, tc.want, got, name)
 	}
 }
+
+// A Standard Webhooks endpoint projects every resource type unless its
+// `project` names some: then an event about another type asks for nothing
+// (neither snapshot nor fetch). Fails if the type gate is removed.
+func TestInterpretProjectsOnlyProjectedTypes(t *testing.T) {
+	t.Parallel()
+	v := int64(2)
+	snap := provider.StoredEvent{EventType: "contact.updated", ResourceType: "contact", ResourceID: "c1", Version: &v,
+		Payload: []byte(`{"data":{"id":"c1"}}`)}
+	hint := provider.StoredEvent{EventType: "contact.updated", ResourceType: "contact", ResourceID: "c1"}
+	for _, c := range []struct {
+		ep   *provider.Endpoint
+		want bool
+	}{
+		{nil, true}, {&provider.Endpoint{}, true},
+		{&provider.Endpoint{Project: []string{"contact"}}, true},
+		{&provider.Endpoint{Project: []string{"subscription"}}, false},
+	} {
+		got, err := Provider{}.Interpret(snap, c.ep)
+		require.NoError(t, err)
+		require.Equal(t, c.want, got.Snapshot != nil, "snapshot on %+v", c.ep)
+		got, err = Provider{}.Interpret(hint, c.ep)
+		require.NoError(t, err)
+		require.Equal(t, c.want, got.Fetch, "hint on %+v", c.ep)
+	}
+}
