@@ -182,5 +182,11 @@ func (c *Config) CheckService(service string) error {
 			errs = append(errs, fmt.Errorf("%w: effects.declare[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, ef.Kind))
 		}
 	}
+	for i, sub := range c.Changes.Subscribers {
+		// A change carries the resource's state to another host.
+		if u := sub.URL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
+			errs = append(errs, fmt.Errorf("%w: changes.subscribers[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, sub.Name))
+		}
+	}
 	return errors.Join(errs...)
 }
