@@ -152,12 +152,12 @@ func (c Config) url(e action.Effect) string {
 
 // Sender claims due actions, performs them and records their outcomes.
 type Sender struct {
-	pool    *pgxpool.Pool
-	log     *slog.Logger
-	cfg     Config
-	client  *http.Client
-	urls    map[string]string // kind → URL
-	facts   map[string]string // kind → the fact type it is about ("" for a transition's)
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	cfg    Config
+	client *http.Client
+	urls   map[string]string // kind → URL
+	facts  map[string]string // kind → the fact type it is about ("" for a transition's)
 	// secrets holds the Standard Webhooks key of each subscriber's kind;
 	// a kind in it is claimed in order and signed.
 	secrets map[string]string

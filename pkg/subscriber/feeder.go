@@ -88,7 +88,12 @@ func (f *Feeder) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("subscriber feeder: kafka client: %w", err)
 	}
-	defer cl.Close()
+	defer func() {
+		// A client that blocks rebalances waits for AllowRebalance before
+		// it can leave the group.
+		cl.AllowRebalance()
+		cl.Close()
+	}()
 	f.log.InfoContext(ctx, "subscriber feeder", slog.String("topic", f.cfg.Topic), slog.String("group", f.cfg.Group),
 		slog.Int("subscribers", len(f.cfg.Subscribers)))
 	for {
