@@ -174,7 +174,7 @@ func TestSubscribersReceiveChangesSignedInOrder(t *testing.T) {
 		{Name: "billing", URL: srv.URL, SecretEnv: "BILLING_SECRET", Secret: secret, Types: []string{"subscription"}},
 		{Name: "elsewhere", URL: srv.URL, SecretEnv: "ELSEWHERE_SECRET", Secret: newSecret(t), Accounts: []string{"acct_other"}},
 	}
-	feedCfg := subscriber.FeederConfig{Brokers: p.Kafka.Brokers, Topic: p.Kafka.ChangesTopic, Group: "subscribers-test", Subscribers: subs}
+	feedCfg := subscriber.FeederConfig{Brokers: p.Kafka.Brokers, Topic: p.Kafka.ChangesTopic, Group: "subscribers-" + p.Schema, Subscribers: subs}
 	feeder, err := subscriber.NewFeeder(p.Pool, p.Log, feedCfg)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -256,7 +256,7 @@ func TestSubscribersReceiveChangesSignedInOrder(t *testing.T) {
 
 	// A re-read of the whole topic (another group, from the start) records
 	// nothing new: every record names an action that is there.
-	feedCfg.Group = "subscribers-test-reread"
+	feedCfg.Group = "subscribers-reread-" + p.Schema
 	again, err := subscriber.NewFeeder(p.Pool, p.Log, feedCfg)
 	require.NoError(t, err)
 	run(again.Run)
