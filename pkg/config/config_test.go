@@ -623,3 +623,34 @@ func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T)
 	require.NoError(t, err)
 	require.NoError(t, c.CheckProduction())
 }
+
+// A changes subscriber's URL and key come from their variables; a key the
+// Standard Webhooks library cannot use refuses the config naming the entry
+// and the variable; outside dev, plain http to another host is refused
+// unless effects.allow_http. Fails if changes.subscribers skips the
+// loading of its variables, the key check or the production check.
+func TestChangesSubscribersComeFromTheirVariablesAndAreChecked(t *testing.T) {
+	t.Parallel()
+	key := "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "BILLING_URL": "http://billing.internal/changes", "BILLING_SECRET": key}
+	doc := "changes:\n  subscribers:\n    - name: billing\n      url_env: BILLING_URL\n      secret_env: BILLING_SECRET\n      types: [subscription]\n"
+	c, err := config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	require.Len(t, c.Changes.Subscribers, 1)
+	require.Equal(t, "http://billing.internal/changes", c.Changes.Subscribers[0].URL)
+	require.Equal(t, key, c.Changes.Subscribers[0].Secret)
+	require.Equal(t, "change:billing", c.Changes.Subscribers[0].Kind())
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing) url is plain http")
+	c, err = config.Parse([]byte(doc+"effects:\n  allow_http: true\n"), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+
+	env["BILLING_SECRET"] = "whsec_c2hvcnQ="
+	_, err = config.Parse([]byte(doc), lookup(env))
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing): secret from BILLING_SECRET")
+	delete(env, "BILLING_SECRET")
+	_, err = config.Parse([]byte(doc), lookup(env))
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing): secret from BILLING_SECRET: empty")
+}
