@@ -78,7 +78,10 @@ WITH due AS (
 // an action is due only when no earlier action of its stream (same kind,
 // account and order_key, lower order_seq) is unsettled — pending, sending,
 // failed, ambiguous or dead. The probe is one descent of action_order_open
-// per candidate. A dead action blocks its stream until it is replayed: a
+// per candidate, every stream column in its index condition. The walk of
+// action_due passes the candidates blocked behind their stream's head, so
+// a claim costs more the deeper the backlog per resource
+// (BenchmarkOrderedClaim). A dead action blocks its stream until it is replayed: a
 // subscriber never receives a resource's later change in place of an
 // earlier one it missed.
 //
@@ -97,7 +100,12 @@ WITH due AS (
           SELECT 1 FROM action e
           WHERE e.kind = a.kind AND e.provider = a.provider AND e.source_account = a.source_account
             AND e.environment = a.environment AND e.order_key = a.order_key AND e.order_seq < a.order_seq
-            AND e.order_key IS NOT NULL AND e.status IN ('pending', 'sending', 'failed', 'ambiguous', 'dead'))
+            AND e.order_key IS NOT NULL AND e.status IN ('pending', 'sending', 'failed', 'ambiguous', 'dead')
+          -- OFFSET 0 keeps the probe a correlated subplan: pulled up into
+          -- an anti join, it was planned (no statistics: one row expected)
+          -- as a scan of the kind's every open ordered row per candidate,
+          -- with the stream's columns as a join filter.
+          OFFSET 0)
     ORDER BY a.next_attempt_at
     LIMIT $2
     FOR UPDATE OF a SKIP LOCKED
