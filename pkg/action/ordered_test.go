@@ -261,3 +261,49 @@ FROM generate_series(1, 4000) i`, streams)
 		})
 	}
 }
+
+// An erasure empties the bodies of the subscribers' deliveries of the
+// account (or of the named resources), sent ones too, and kills the
+// unsent: a change record carries the customer's identity. Fails if
+// action.Erase leaves a delivery's body.
+func TestErasureEmptiesSubscriberDeliveries(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := context.Background()
+	keys := recordStreams(t, s.Pool, 2, 2)
+	l := action.Lease{For: time.Minute, MaxAttempts: 5, SenderID: "s"}
+	first, err := action.ClaimOrdered(ctx, s.Pool, orderedKind, 10, l)
+	require.NoError(t, err)
+	for _, c := range first {
+		_, err := action.Settle(ctx, s.Pool, c, action.Outcome{Status: action.StatusSent}, l.MaxAttempts)
+		require.NoError(t, err)
+	}
+	erase := func(ids []string) {
+		tx, err := s.Pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = action.Erase(ctx, tx, "stripe", "acct_1", "test", ids)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	bodies := func() map[string]string {
+		rows, err := s.Pool.Query(ctx, `SELECT subject_id, status || ':' || coalesce(body, 'NULL') FROM action`)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var k, v string
+			require.NoError(t, rows.Scan(&k, &v))
+			out[k] = v
+		}
+		return out
+	}
+	erase([]string{"sub_1"})
+	b := bodies()
+	require.Equal(t, "sent:NULL", b[keys["subscription/sub_1"][0].SubjectID])
+	require.Equal(t, "dead:NULL", b[keys["subscription/sub_1"][1].SubjectID])
+	require.Equal(t, "sent:{}", b[keys["subscription/sub_0"][0].SubjectID], "another resource's delivery is left")
+	require.Equal(t, "pending:{}", b[keys["subscription/sub_0"][1].SubjectID])
+	erase(nil)
+	for k, v := range bodies() {
+		require.Contains(t, v, ":NULL", k)
+	}
+}
