@@ -29,6 +29,13 @@
 // progress) is not a success: that request may yet fail, so the action is
 // ambiguous and retried with the same key.
 //
+// A subscriber's delivery (kind "change:<name>", package subscriber) is
+// claimed in order per resource (action.ClaimOrdered) and carries the
+// Standard Webhooks headers besides: webhook-id is the stable key,
+// webhook-timestamp the attempt's time, webhook-signature made by the
+// official library over both and the body. The body and the id are the
+// same on every attempt; the timestamp and signature are the attempt's.
+//
 // This package must never open a transaction around an HTTP call, never
 // hold SQL of its own, and never decide an action from the current
 // subscription state.

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
@@ -51,6 +52,11 @@ type Config struct {
 	// to action.DefaultEffects (the receipt, on invoice_paid facts); a
 	// declared kind replaces the default of that kind.
 	Effects action.Effects
+	// Subscribers are the changes topic's internal subscribers (package
+	// subscriber): each one's deliveries (kind "change:<name>") are claimed
+	// in order per resource (action.ClaimOrdered) and POSTed with Standard
+	// Webhooks headers signed with its key. Defaults to none.
+	Subscribers subscriber.Subscribers
 	// Timeout bounds one attempt, from its claim to the end of the
 	// response. Defaults to TimeoutDefault.
 	Timeout time.Duration
@@ -125,6 +131,14 @@ func (c Config) validate() error {
 	if err := c.Effects.Validate(); err != nil {
 		return fmt.Errorf("effects config: %w", err)
 	}
+	if err := c.Subscribers.Validate(true); err != nil {
+		return fmt.Errorf("effects config: %w", err)
+	}
+	for _, sub := range c.Subscribers {
+		if c.Effects.Find(sub.Kind()) != nil {
+			return fmt.Errorf("effects config: effect kind %s is also subscriber %s's", sub.Kind(), sub.Name)
+		}
+	}
 	return nil
 }
 
@@ -138,12 +152,15 @@ func (c Config) url(e action.Effect) string {
 
 // Sender claims due actions, performs them and records their outcomes.
 type Sender struct {
-	pool    *pgxpool.Pool
-	log     *slog.Logger
-	cfg     Config
-	client  *http.Client
-	urls    map[string]string // kind → URL
-	facts   map[string]string // kind → the fact type it is about ("" for a transition's)
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	cfg    Config
+	client *http.Client
+	urls   map[string]string // kind → URL
+	facts  map[string]string // kind → the fact type it is about ("" for a transition's)
+	// secrets holds the Standard Webhooks key of each subscriber's kind;
+	// a kind in it is claimed in order and signed.
+	secrets map[string]string
 	kinds   []string
 	metrics *metrics
 
@@ -166,6 +183,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Sender, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		urls:    map[string]string{},
 		facts:   map[string]string{},
+		secrets: map[string]string{},
 		metrics: newMetrics(),
 	}
 	for _, e := range cfg.Effects {
@@ -173,6 +191,10 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Sender, error) {
 			s.urls[e.Kind], s.facts[e.Kind] = u, e.OnFact
 			s.kinds = append(s.kinds, e.Kind)
 		}
+	}
+	for _, sub := range cfg.Subscribers {
+		s.urls[sub.Kind()], s.secrets[sub.Kind()] = sub.URL, sub.Secret
+		s.kinds = append(s.kinds, sub.Kind())
 	}
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -225,7 +247,13 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	var batch []action.Claimed
 	for _, kind := range s.kinds {
-		b, err := action.Claim(ctx, s.pool, kind, s.facts[kind], s.cfg.BatchSize-len(batch), s.lease())
+		var b []action.Claimed
+		var err error
+		if _, ordered := s.secrets[kind]; ordered {
+			b, err = action.ClaimOrdered(ctx, s.pool, kind, s.cfg.BatchSize-len(batch), s.lease())
+		} else {
+			b, err = action.Claim(ctx, s.pool, kind, s.facts[kind], s.cfg.BatchSize-len(batch), s.lease())
+		}
 		if err != nil && len(batch) == 0 {
 			return 0, err
 		}

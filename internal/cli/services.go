@@ -36,6 +36,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
 	"github.com/hookyard/hookyard/pkg/retention"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
@@ -261,7 +262,22 @@ func (e *env) effects() (*effects.Sender, error) {
 	ec := e.cfg.Effects
 	return effects.New(e.pool, e.log, effects.Config{ReceiptURL: ec.ReceiptURL, Effects: ec.Declare, Timeout: ec.Timeout, BatchSize: ec.BatchSize,
 		PollInterval: ec.PollInterval, BackoffBase: ec.BackoffBase, BackoffMax: ec.BackoffMax, MaxAttempts: ec.MaxAttempts,
-		Registerer: e.reg})
+		Subscribers: e.cfg.Changes.Subscribers, Registerer: e.reg})
+}
+
+// subscriberFeeder builds the runner of the changes topic's subscriber
+// feeder (package subscriber), wherever the effects sender runs; without
+// subscribers it returns at once.
+func (e *env) subscriberFeeder(seeds []string) (func(context.Context) error, error) {
+	if len(e.cfg.Changes.Subscribers) == 0 {
+		return func(context.Context) error { return nil }, nil
+	}
+	f, err := subscriber.NewFeeder(e.pool, e.log, subscriber.FeederConfig{Brokers: seeds, Topic: e.cfg.Kafka.ChangesTopic,
+		Subscribers: e.cfg.Changes.Subscribers})
+	if err != nil {
+		return nil, err
+	}
+	return f.Run, nil
 }
 
 // actionsWaiting says, per action kind, why actions of that kind are not
@@ -369,12 +385,17 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	if err != nil {
 		return err
 	}
+	feed, err := e.subscriberFeeder(seeds)
+	if err != nil {
+		return err
+	}
 	ops, jobs := e.opsAPI()
 	g.Go(func() error { return rcv.Run(ctx) })
 	g.Go(func() error { return rel.Run(ctx) })
 	g.Go(func() error { return proc.Run(ctx) })
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return snd.Run(ctx) })
+	g.Go(func() error { return feed(ctx) })
 	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
 	g.Go(func() error { return jobs.Run(ctx) })
 	if embedded {

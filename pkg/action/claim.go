@@ -72,7 +72,48 @@ WITH due AS (
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-), claimed AS (
+)` + claimTail
+
+// claimOrderedSQL is claimSQL for an ordered kind (a subscriber's changes):
+// an action is due only when no earlier action of its stream (same kind,
+// account and order_key, lower order_seq) is unsettled — pending, sending,
+// failed, ambiguous or dead. The probe is one descent of action_order_open
+// per candidate, every stream column in its index condition. The walk of
+// action_due passes the candidates blocked behind their stream's head, so
+// a claim costs more the deeper the backlog per resource
+// (BenchmarkOrderedClaim). A dead action blocks its stream until it is replayed: a
+// subscriber never receives a resource's later change in place of an
+// earlier one it missed.
+//
+// The probe reads the statement's snapshot: an earlier action settled
+// after it began still blocks, until the next claim; never the other way
+// round, since an unsettled action only becomes settled. Two senders
+// claiming at once both see the earlier action unsettled, so neither takes
+// the later one.
+const claimOrderedSQL = `
+WITH due AS (
+    SELECT a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status
+    FROM action a
+    WHERE a.status IN ('pending', 'sending', 'failed', 'ambiguous') AND a.next_attempt_at <= now()
+      AND a.kind = $1
+      AND NOT EXISTS (
+          SELECT 1 FROM action e
+          WHERE e.kind = a.kind AND e.provider = a.provider AND e.source_account = a.source_account
+            AND e.environment = a.environment AND e.order_key = a.order_key AND e.order_seq < a.order_seq
+            AND e.order_key IS NOT NULL AND e.status IN ('pending', 'sending', 'failed', 'ambiguous', 'dead')
+          -- OFFSET 0 keeps the probe a correlated subplan: pulled up into
+          -- an anti join, it was planned (no statistics: one row expected)
+          -- as a scan of the kind's every open ordered row per candidate,
+          -- with the stream's columns as a join filter.
+          OFFSET 0)
+    ORDER BY a.next_attempt_at
+    LIMIT $2
+    FOR UPDATE OF a SKIP LOCKED
+)` + claimTail
+
+// claimTail takes the lease of the due rows and joins their facts; see
+// claimSQL.
+const claimTail = `, claimed AS (
     UPDATE action a SET
         status = CASE WHEN d.status = 'sending' AND a.attempts - a.attempts_at_replay >= $4 THEN 'dead' ELSE 'sending' END,
         attempts = CASE WHEN d.status = 'sending' AND a.attempts - a.attempts_at_replay >= $4 THEN a.attempts ELSE a.attempts + 1 END,
@@ -102,7 +143,18 @@ LEFT JOIN fact f ON $6 <> '' AND f.provider = c.provider AND f.source_account = 
 // them with their facts of type factType (the kind's declared on_fact; ""
 // for a transition's effect, which carries its body).
 func Claim(ctx context.Context, pool *pgxpool.Pool, kind, factType string, limit int, l Lease) ([]Claimed, error) {
-	rows, err := pool.Query(ctx, claimSQL, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID, factType)
+	return claim(ctx, pool, claimSQL, kind, factType, limit, l)
+}
+
+// ClaimOrdered is Claim for an ordered kind (a subscriber's changes, see
+// OrderedRecord): it takes no action while an earlier one of the same
+// stream is unsettled (claimOrderedSQL). Its actions carry their bodies.
+func ClaimOrdered(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Lease) ([]Claimed, error) {
+	return claim(ctx, pool, claimOrderedSQL, kind, "", limit, l)
+}
+
+func claim(ctx context.Context, pool *pgxpool.Pool, sql, kind, factType string, limit int, l Lease) ([]Claimed, error) {
+	rows, err := pool.Query(ctx, sql, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID, factType)
 	if err != nil {
 		return nil, fmt.Errorf("claim due actions: %w", err)
 	}

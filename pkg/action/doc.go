@@ -23,6 +23,12 @@
 // claim's token: it only grows, a replay included); a sender that lost its
 // lease writes nothing, and the action's next owner sends it again.
 //
+// An ordered kind (a subscriber's changes, OrderedRecord) has streams:
+// its actions carry an order_key (the resource) and an order_seq drawn at
+// the insert, and ClaimOrdered takes an action only when no earlier action
+// of its stream is unsettled, dead included (dead blocks the stream until
+// it is replayed).
+//
 // Two statements here also read fact, the table of package fact: the claim
 // joins each claimed action's fact, and ForResource finds a resource's
 // actions through its facts. Each stays one statement (one snapshot, one

@@ -19,6 +19,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 )
 
 // Defaults of the environment.
@@ -51,6 +52,7 @@ type Config struct {
 	Relay     Relay               `yaml:"relay"`
 	Retention Retention           `yaml:"retention"`
 	Effects   Effects             `yaml:"effects"`
+	Changes   Changes             `yaml:"changes"`
 	Ops       Ops                 `yaml:"ops"`
 	// Facts declare the fields each fact type keeps (fact.Declaration).
 	// Defaults to fact.Defaults; an entry replaces the default of its
@@ -214,6 +216,17 @@ type Effects struct {
 	// on invoice_paid, POSTed to receipt_url; an entry replaces the default
 	// of its kind.
 	Declare action.Effects `yaml:"declare"`
+}
+
+// Changes configures what leaves the changes topic besides Kafka.
+type Changes struct {
+	// Subscribers receive every change they take as a Standard Webhooks
+	// POST, signed with their key (subscriber.Subscriber: name, url or
+	// url_env, secret_env, types, accounts), through the effects sender:
+	// one action per change and subscriber, in order per resource. Plain
+	// http to another host than loopback is refused outside `hookyard dev`
+	// unless effects.allow_http. Defaults to none.
+	Subscribers subscriber.Subscribers `yaml:"subscribers"`
 }
 
 // Retention options.
@@ -386,6 +399,15 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 			ef.URL = env(ef.URLEnv, ef.URL)
 		}
 	}
+	for i := range c.Changes.Subscribers {
+		sub := &c.Changes.Subscribers[i]
+		if sub.URLEnv != "" {
+			sub.URL = env(sub.URLEnv, sub.URL)
+		}
+		if sub.SecretEnv != "" {
+			sub.Secret = env(sub.SecretEnv, "")
+		}
+	}
 	if b := env("KAFKA_BROKERS", ""); b != "" {
 		for _, s := range strings.Split(b, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -530,6 +552,14 @@ func (c *Config) validate(r reads) error {
 	}
 	if err := c.Effects.Declare.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := c.Changes.Subscribers.Validate(r.subscriberSecrets); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	for _, sub := range c.Changes.Subscribers {
+		if c.Effects.Declare.Find(sub.Kind()) != nil {
+			errs = append(errs, fmt.Errorf("config: effects.declare kind %s is also changes subscriber %s's kind", sub.Kind(), sub.Name))
+		}
 	}
 	for i, f := range c.Projection.StateFields {
 		if strings.TrimSpace(f) == "" {

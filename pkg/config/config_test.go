@@ -650,3 +650,51 @@ endpoints:
 	require.ErrorContains(t, err, `endpoints[0].project[1] "discount" is not a Stripe object`)
 	require.ErrorContains(t, err, `endpoints[1].project: GitHub resources are not projected`)
 }
+
+// A changes subscriber's URL and key come from their variables; a key the
+// Standard Webhooks library cannot use refuses the config naming the entry
+// and the variable; outside dev, plain http to another host is refused
+// unless effects.allow_http. Fails if changes.subscribers skips the
+// loading of its variables, the key check or the production check.
+func TestChangesSubscribersComeFromTheirVariablesAndAreChecked(t *testing.T) {
+	t.Parallel()
+	key := "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "BILLING_URL": "http://billing.internal/changes", "BILLING_SECRET": key}
+	doc := "changes:\n  subscribers:\n    - name: billing\n      url_env: BILLING_URL\n      secret_env: BILLING_SECRET\n      types: [subscription]\n"
+	c, err := config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	require.Len(t, c.Changes.Subscribers, 1)
+	require.Equal(t, "http://billing.internal/changes", c.Changes.Subscribers[0].URL)
+	require.Equal(t, key, c.Changes.Subscribers[0].Secret)
+	require.Equal(t, "change:billing", c.Changes.Subscribers[0].Kind())
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing) url is plain http")
+	c, err = config.Parse([]byte(doc+"effects:\n  allow_http: true\n"), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+
+	env["BILLING_SECRET"] = "whsec_c2hvcnQ="
+	_, err = config.Parse([]byte(doc), lookup(env))
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing): secret from BILLING_SECRET")
+	delete(env, "BILLING_SECRET")
+	_, err = config.Parse([]byte(doc), lookup(env))
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing): secret from BILLING_SECRET: empty")
+}
+
+// A subscriber's signing key is read only by the services that sign
+// (effects, the processor that also sends, dev): a receiver or a relay
+// starts without it, the sender does not. Fails if every service asks for
+// every subscriber's key.
+func TestSubscriberKeysAreAskedOnlyOfServicesThatSign(t *testing.T) {
+	t.Parallel()
+	doc := []byte("changes:\n  subscribers:\n    - name: billing\n      url: https://billing.internal/changes\n      secret_env: BILLING_SECRET\n")
+	for _, svc := range []string{"receiver", "outbox-relay", "reconciler", "api", "migrate"} {
+		_, err := config.ParseService(doc, lookup(nil), svc)
+		require.NoError(t, err, svc)
+	}
+	for _, svc := range []string{"effects", "processor", ""} {
+		_, err := config.ParseService(doc, lookup(nil), svc)
+		require.ErrorContains(t, err, "secret from BILLING_SECRET: empty", svc)
+	}
+}

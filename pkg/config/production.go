@@ -53,6 +53,9 @@ type reads struct {
 	apiKeys bool
 	// opsToken: it serves the query/ops API.
 	opsToken bool
+	// subscriberSecrets: it signs changes for their subscribers (the
+	// effects sender, which the processor also runs).
+	subscriberSecrets bool
 }
 
 // serviceReads derives from internal/cli what each long-running service,
@@ -62,11 +65,11 @@ type reads struct {
 // commands, a new one) reads everything.
 var serviceReads = map[string]reads{
 	"receiver":     {webhookSecrets: true},
-	"processor":    {apiKeys: true},
+	"processor":    {apiKeys: true, subscriberSecrets: true},
 	"reconciler":   {apiKeys: true},
 	"api":          {opsToken: true},
 	"outbox-relay": {},
-	"effects":      {},
+	"effects":      {subscriberSecrets: true},
 	"migrate":      {},
 	"changes":      {}, // reads the changes topic only
 }
@@ -75,7 +78,7 @@ func readsOf(service string) reads {
 	if r, ok := serviceReads[service]; ok {
 		return r
 	}
-	return reads{webhookSecrets: true, apiKeys: true, opsToken: true}
+	return reads{webhookSecrets: true, apiKeys: true, opsToken: true, subscriberSecrets: true}
 }
 
 // secretKey is the part of an endpoint secret a forger must guess: spaces
@@ -180,6 +183,12 @@ func (c *Config) CheckService(service string) error {
 	for i, ef := range c.Effects.Declare {
 		if u := ef.URL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
 			errs = append(errs, fmt.Errorf("%w: effects.declare[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, ef.Kind))
+		}
+	}
+	for i, sub := range c.Changes.Subscribers {
+		// A change carries the resource's state to another host.
+		if u := sub.URL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
+			errs = append(errs, fmt.Errorf("%w: changes.subscribers[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, sub.Name))
 		}
 	}
 	return errors.Join(errs...)

@@ -48,7 +48,8 @@ type Erased struct {
 //   - outbox, outbox_dead: the account's messages not yet published
 //     (inbox.EraseOutbox);
 //   - fact: data emptied (fact.Erase);
-//   - action: unsent ones dead, last errors gone (action.Erase);
+//   - action: unsent ones dead, last errors gone, subscribers' deliveries
+//     without their bodies (action.Erase);
 //   - projection: state emptied; projection_history: detail;
 //     reconcile_divergence, reconcile_listed: deleted (projection.Erase).
 //
