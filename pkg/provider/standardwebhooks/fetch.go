@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -18,9 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-	"golang.org/x/time/rate"
-
+	"github.com/hookyard/hookyard/internal/apiguard"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/provider"
 )
@@ -44,10 +41,9 @@ const (
 var (
 	// errStatus: the sender answered something else than 200.
 	errStatus = errors.New("standardwebhooks fetch: unexpected status")
-	// errUnavailable: the breaker is open, no request was sent.
-	errUnavailable = errors.New("standardwebhooks fetch: unavailable")
-	// errLimited: the local rate limiter gave up waiting.
-	errLimited = errors.New("standardwebhooks fetch: refused by the local rate limiter")
+	// errNotSent: the breaker was open or the local rate limiter gave up
+	// waiting; no request was sent.
+	errNotSent = errors.New("standardwebhooks fetch: not sent")
 )
 
 // CheckFetch returns the problems of an endpoint's fetch settings that the
@@ -86,11 +82,7 @@ func CheckFetch(f *provider.FetchAPI) []error {
 // refuses a token_env that is unset, two endpoints of one account and
 // environment with different fetch APIs (a resource would be read from
 // either), and one token with two rates.
-func (Provider) Connect(eps []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+func (Provider) Connect(eps []provider.Endpoint, _ provider.APIOptions) (provider.Connection, error) {
 	f := &Fetcher{targets: map[scope]target{}}
 	clients := map[string]*fetchClient{}
 	for i := range eps {
@@ -113,7 +105,7 @@ func (Provider) Connect(eps []provider.Endpoint, opts provider.APIOptions) (prov
 		fc.Deleted = cmp.Or(fc.Deleted, FetchDeletedDefault)
 		cl, ok := clients[fc.TokenEnv]
 		if !ok {
-			cl = newFetchClient(fc.TokenEnv, token, fc.Rate, fc.Burst, log)
+			cl = newFetchClient(fc.TokenEnv, token, fc.Rate, fc.Burst)
 			clients[fc.TokenEnv] = cl
 		} else if cl.rate != fc.Rate || cl.burst != fc.Burst {
 			return nil, fmt.Errorf("endpoint %q: fetch.rate/burst: %s is shared with another endpoint at another rate; one token has one quota", ep.ID, fc.TokenEnv)
@@ -169,7 +161,7 @@ func (f *Fetcher) Fetch(ctx context.Context, r message.Resource) (provider.Fetch
 	u := strings.NewReplacer(placeholderID, url.PathEscape(r.ID), placeholderType, url.PathEscape(r.Type)).Replace(t.cfg.URL)
 	body, err := t.client.get(ctx, t.cfg.Header, u)
 	switch {
-	case errors.Is(err, errUnavailable) || errors.Is(err, errLimited):
+	case errors.Is(err, errNotSent):
 		return provider.Fetched{}, fmt.Errorf("fetch %s %s: %w: %w", r.Type, r.ID, provider.ErrNotAttempted, err)
 	case err != nil:
 		var se *statusError
@@ -230,57 +222,32 @@ func readFetched(cfg provider.FetchAPI, r message.Resource, body []byte) (provid
 }
 
 // fetchClient is one token's access to a sender's API: its rate limiter
-// and its breaker. It is safe for concurrent use.
+// and its breaker (apiguard). It is safe for concurrent use.
 type fetchClient struct {
-	token   string
-	rate    float64
-	burst   int
-	http    *http.Client
-	limiter *rate.Limiter
-	breaker *gobreaker.CircuitBreaker[[]byte]
-	calls   atomic.Int64
+	token string
+	rate  float64
+	burst int
+	http  *http.Client
+	guard *apiguard.Guard
+	calls atomic.Int64
 }
 
-func newFetchClient(name, token string, perSecond float64, burst int, log *slog.Logger) *fetchClient {
+func newFetchClient(name, token string, perSecond float64, burst int) *fetchClient {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 64, 64
-	c := &fetchClient{token: token, rate: perSecond, burst: burst, http: &http.Client{Transport: tr},
-		limiter: rate.NewLimiter(rate.Limit(perSecond), burst)}
-	c.breaker = gobreaker.NewCircuitBreaker[[]byte](gobreaker.Settings{
-		Name:    fetchBreakerNamePrefix + name,
-		Timeout: breakerOpenFor,
-		ReadyToTrip: func(n gobreaker.Counts) bool {
-			return n.ConsecutiveFailures >= breakerFailures
-		},
-		IsSuccessful: healthy,
-		IsExcluded: func(err error) bool {
-			var g *callerGone
-			return errors.As(err, &g)
-		},
-		OnStateChange: func(name string, from, to gobreaker.State) {
-			log.Warn("sender api breaker", "name", name, "from", from.String(), "to", to.String())
-		},
-	})
-	return c
+	return &fetchClient{token: token, rate: perSecond, burst: burst, http: &http.Client{Transport: tr},
+		guard: apiguard.New(apiguard.Config{Name: fetchBreakerNamePrefix + name, RatePerSecond: perSecond, Burst: burst,
+			BreakerFailures: breakerFailures, BreakerOpenFor: breakerOpenFor, Healthy: healthy})}
 }
 
 // get sends GET u through the limiter and the breaker.
-func (c *fetchClient) get(ctx context.Context, header, u string) ([]byte, error) {
-	if c.breaker.State() == gobreaker.StateOpen {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, gobreaker.ErrOpenState)
-	}
-	if err := c.limiter.Wait(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %w", errLimited, err)
-	}
-	body, err := c.breaker.Execute(func() ([]byte, error) {
-		body, err := c.send(ctx, header, u)
-		if err != nil && ctx.Err() != nil {
-			return nil, &callerGone{err}
-		}
-		return body, err
+func (c *fetchClient) get(ctx context.Context, header, u string) (body []byte, err error) {
+	err = c.guard.Do(ctx, "standardwebhooks fetch", func() error {
+		body, err = c.send(ctx, header, u)
+		return err
 	})
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return nil, fmt.Errorf("%w: %w", errUnavailable, err)
+	if errors.Is(err, apiguard.ErrUnavailable) || errors.Is(err, apiguard.ErrLimited) {
+		return nil, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	return body, err
 }
@@ -366,10 +333,3 @@ func healthy(err error) bool {
 	var se *statusError
 	return errors.As(err, &se) && se.status < 500 && se.status != http.StatusTooManyRequests
 }
-
-// callerGone marks an error caused by the caller's context ending, which
-// the breaker ignores.
-type callerGone struct{ err error }
-
-func (g *callerGone) Error() string { return g.err.Error() }
-func (g *callerGone) Unwrap() error { return g.err }
