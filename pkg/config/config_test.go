@@ -625,7 +625,7 @@ func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T)
 }
 
 // An endpoint's project names only what its provider can project: a Stripe
-// type the client cannot fetch, or any list on a GitHub endpoint, is an
+// type the client cannot fetch, or a GitHub type but pull_request, is an
 // error naming the endpoint's key, not a projection that never comes.
 func TestProjectNamesOnlyWhatTheProviderProjects(t *testing.T) {
 	t.Parallel()
@@ -645,10 +645,16 @@ endpoints:
 	_, err = config.Parse([]byte(`
 endpoints:
   - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [customer, discount]}
-  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request]}
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request, issue]}
 `), lookup(nil))
 	require.ErrorContains(t, err, `endpoints[0].project[1] "discount" is not a Stripe object`)
-	require.ErrorContains(t, err, `endpoints[1].project: GitHub resources are not projected`)
+	require.ErrorContains(t, err, `endpoints[1].project: GitHub "issue" is not projected; projectable: pull_request`)
+	// Pull requests are: the processor fetches them.
+	_, err = config.Parse([]byte(`
+endpoints:
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request]}
+`), lookup(nil))
+	require.NoError(t, err)
 }
 
 // A Standard Webhooks endpoint's fetch API carries the sender's token and
