@@ -625,7 +625,7 @@ func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T)
 }
 
 // An endpoint's project names only what its provider can project: a Stripe
-// type the client cannot fetch, or any list on a GitHub endpoint, is an
+// type the client cannot fetch, or a GitHub type but pull_request, is an
 // error naming the endpoint's key, not a projection that never comes.
 func TestProjectNamesOnlyWhatTheProviderProjects(t *testing.T) {
 	t.Parallel()
@@ -645,10 +645,42 @@ endpoints:
 	_, err = config.Parse([]byte(`
 endpoints:
   - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [customer, discount]}
-  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request]}
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request, issue]}
 `), lookup(nil))
 	require.ErrorContains(t, err, `endpoints[0].project[1] "discount" is not a Stripe object`)
-	require.ErrorContains(t, err, `endpoints[1].project: GitHub resources are not projected`)
+	require.ErrorContains(t, err, `endpoints[1].project: GitHub "issue" is not projected; projectable: pull_request`)
+	// Pull requests are: the processor fetches them.
+	_, err = config.Parse([]byte(`
+endpoints:
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request]}
+`), lookup(nil))
+	require.NoError(t, err)
+}
+
+// A Standard Webhooks endpoint's fetch API carries the sender's token and
+// the resource's state: outside dev, plain http to another host is refused
+// naming the endpoint; https and loopback pass. A URL without {id} is
+// refused when the config is read. Fails if either check is removed.
+func TestFetchURLIsCheckedAtStart(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef"}
+	doc := func(u string) []byte {
+		return []byte("endpoints:\n  - id: sender\n    provider: standard-webhooks\n    source_account: a\n    environment: live\n" +
+			"    secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=]\n" +
+			"    paths: {resource_id: data.id}\n    fetch: {url: \"" + u + "\", token_env: SENDER_API_TOKEN}\n")
+	}
+	c, err := config.Parse(doc("http://api.sender.example/v1/{id}"), lookup(env))
+	require.NoError(t, err)
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, `endpoints[0].fetch.url (endpoint "sender") is plain http`)
+	for _, ok := range []string{"https://api.sender.example/v1/{id}", "http://127.0.0.1:9/v1/{type}s/{id}"} {
+		c, err = config.Parse(doc(ok), lookup(env))
+		require.NoError(t, err)
+		require.NoError(t, c.CheckProduction(), ok)
+	}
+	_, err = config.Parse(doc("https://api.sender.example/v1/contacts"), lookup(env))
+	require.ErrorContains(t, err, "fetch.url must contain {id}")
 }
 
 // A changes subscriber's URL and key come from their variables; a key the

@@ -104,7 +104,7 @@ func (c *Config) ApplyDevDefaults() {
 // secrets, API keys and scoped ops tokens from the example config's dev
 // fallbacks, a scoped ops token shorter than OpsTokenMinLen, a webhook
 // secret shorter than WebhookSecretMinLen, a Stripe endpoint without an API
-// key, and a plain http receipt URL to another host. Each error names the
+// key, and a plain http receipt or fetch URL to another host. Each error names the
 // variable to set. It is CheckService("").
 func (c *Config) CheckProduction() error { return c.CheckService("") }
 
@@ -146,6 +146,11 @@ func (c *Config) CheckService(service string) error {
 				errs = append(errs, fmt.Errorf("%w: endpoints[%d].github_hook.token (endpoint %q) is the example config's dev token; set %s",
 					ErrDevDefault, i, ep.ID, v))
 			}
+		}
+		if f := ep.Fetch; f != nil && strings.HasPrefix(strings.ToLower(f.URL), "http:") && !action.IsLoopback(f.URL) {
+			// The token and the resource's state would cross the network in clear.
+			errs = append(errs, fmt.Errorf("%w: endpoints[%d].fetch.url (endpoint %q) is plain http to another host; use https",
+				ErrDevDefault, i, ep.ID))
 		}
 		if v, dev := DevSecrets[ep.APIKey]; dev {
 			errs = append(errs, fmt.Errorf("%w: endpoints[%d].api_key (endpoint %q) is the example config's dev key; set %s",

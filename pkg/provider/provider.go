@@ -108,6 +108,42 @@ type Endpoint struct {
 	// an API call per event), every type a versioned provider snapshots
 	// (Chargebee, Standard Webhooks).
 	Project []string `yaml:"project"`
+	// Fetch is where a Standard Webhooks sender serves a resource's current
+	// state (Standard Webhooks only). With it, an event without a version
+	// is a hint the processor fetches from there. Defaults to none: such an
+	// event is recorded.
+	Fetch *FetchAPI `yaml:"fetch"`
+}
+
+// FetchAPI is a sender's API that serves one resource's current state:
+// GET URL with {type} and {id} replaced.
+type FetchAPI struct {
+	// URL is the resource's address, with {id} (required) and {type}
+	// replaced, e.g. "https://api.sender.example/v1/{type}s/{id}". It must be
+	// https, or plain http to a loopback host, outside `hookyard dev`.
+	URL string `yaml:"url"`
+	// TokenEnv names the environment variable holding the API token. It
+	// must be set when the process starts.
+	TokenEnv string `yaml:"token_env"`
+	// Header is the header the token is sent in: "Authorization" (the
+	// default) sends "Bearer <token>", any other header the token alone.
+	Header string `yaml:"header"`
+	// Rate is the calls per second the process allows itself with this
+	// token. Defaults to 10.
+	Rate float64 `yaml:"rate"`
+	// Burst is the size of the rate limiter's bucket. Defaults to Rate,
+	// at least 1.
+	Burst int `yaml:"burst"`
+	// State is the dotted path of the resource in the answer. Defaults to
+	// the whole body.
+	State string `yaml:"state"`
+	// Status is the dotted path, inside the state, of its status. Defaults
+	// to "status".
+	Status string `yaml:"status"`
+	// Deleted is the dotted path, inside the state, of a boolean that marks
+	// the resource deleted (a tombstone). Defaults to "deleted". A 404 is
+	// never a deletion: it is retried, then dead.
+	Deleted string `yaml:"deleted"`
 }
 
 // Projects reports whether ep projects resources of type t: the types its
