@@ -76,7 +76,9 @@ func newBundle(t *testing.T) *bundle {
 	p := pipelinetest.New(t, pipelinetest.Options{
 		Endpoints: []provider.Endpoint{
 			{ID: epSnap, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: env, Secrets: []string{secret}, Paths: snap},
-			{ID: epHint, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: env, Secrets: []string{secret}, Paths: paths},
+			{ID: epHint, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: env, Secrets: []string{secret}, Paths: paths,
+				// A fetch API makes its unversioned events hints; the fetcher is the test's.
+				Fetch: &provider.FetchAPI{URL: "http://127.0.0.1:1/{id}"}},
 		},
 		Processor: func(c *processor.Config) {
 			c.Fetchers = map[string]provider.Fetcher{provider.StandardWebhooks: failing{}}

@@ -105,7 +105,9 @@ func TestExplainShowsOneResourceStoryInOrder(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{
 		Endpoints: []provider.Endpoint{
 			{ID: epSnap, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test", Secrets: []string{secret}, Paths: snapPaths},
-			{ID: epHint, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test", Secrets: []string{secret}, Paths: paths},
+			{ID: epHint, Provider: provider.StandardWebhooks, SourceAccount: account, Environment: "test", Secrets: []string{secret}, Paths: paths,
+				// A fetch API makes its unversioned events hints; the fetcher is the test's.
+				Fetch: &provider.FetchAPI{URL: "http://127.0.0.1:1/{id}"}},
 		},
 		Processor: func(c *processor.Config) {
 			c.Fetchers = map[string]provider.Fetcher{provider.StandardWebhooks: fetch}
