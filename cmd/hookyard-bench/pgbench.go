@@ -14,9 +14,9 @@ import (
 )
 
 // The tables every phase starts without.
-const truncateReceiverSQL = `TRUNCATE webhook_inbox, outbox`
+const truncateReceiverSQL = `TRUNCATE webhook_inbox, webhook_inbox_body, outbox`
 
-const truncateAllSQL = `TRUNCATE webhook_inbox, outbox, subscription_projection, projection_history,
+const truncateAllSQL = `TRUNCATE webhook_inbox, webhook_inbox_body, outbox, subscription_projection, projection_history,
 	partition_fence, topic_fence, fact, action`
 
 func (b *bench) truncate(ctx context.Context, sql string) error {

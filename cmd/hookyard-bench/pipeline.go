@@ -36,7 +36,7 @@ const (
 
 // pipeTables are the tables the "no statistics" run keeps autovacuum (and
 // so auto-analyze) off on.
-var pipeTables = []string{"webhook_inbox", "outbox", "subscription_projection", "projection_history",
+var pipeTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "subscription_projection", "projection_history",
 	"partition_fence", "topic_fence", "fact", "action"}
 
 // pipeRun is one open-loop run through `hookyard dev`.
@@ -309,10 +309,8 @@ func (b *bench) startDev(ctx context.Context, s devSpec) (p *pipeline, err error
 		}
 	}
 	if !s.statistics {
-		for _, t := range pipeTables {
-			if _, err := p.pool.Exec(ctx, `ALTER TABLE `+t+` SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`); err != nil {
-				return nil, fmt.Errorf("stop autovacuum on %s: %w", t, err)
-			}
+		if err := stopAutovacuum(ctx, p.pool, pipeTables); err != nil {
+			return nil, err
 		}
 	}
 
