@@ -27,14 +27,22 @@ var inboxTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "sub
 // (spread over $1/10 other subscriptions) with generate_series: the history
 // an inbox carries. Every row shares provider, account and environment with
 // the measured events, so an index led by those columns narrows nothing.
+// As intake stores them: the ledger row with body_at, its body once in
+// webhook_inbox_body at stored_at = body_at (now(), in the partition intake
+// writes to).
 const preloadFinishedSQL = `
-INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
-    resource_type, resource_id, resource_version, payload, status, outcome, processed_at, received_at)
-SELECT $2, $3, $4, 'old_' || g, $5, 'subscription_changed', 'subscription', 'sub_old_' || (g % greatest($1 / 10, 1)), g,
-       jsonb_build_object('id', 'old_' || g, 'event_type', 'subscription_changed',
+WITH ledger AS (
+    INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
+        resource_type, resource_id, resource_version, body_at, status, outcome, processed_at, received_at)
+    SELECT $2, $3, $4, 'old_' || g, $5, 'subscription_changed', 'subscription', 'sub_old_' || (g % greatest($1 / 10, 1)), g,
+           now(), 'processed', 'applied', now() - interval '1 hour', now() - interval '1 hour' - ($1 - g) * interval '1 millisecond'
+    FROM generate_series(1, $1::int) g
+)
+INSERT INTO webhook_inbox_body (provider, source_account, environment, event_id, stored_at, body)
+SELECT $2, $3, $4, 'old_' || g, now(),
+       convert_to(jsonb_build_object('id', 'old_' || g, 'event_type', 'subscription_changed',
            'content', jsonb_build_object('subscription', jsonb_build_object('id', 'sub_old_' || (g % greatest($1 / 10, 1)),
-               'status', 'active', 'resource_version', g, 'plan_id', 'basic-monthly', 'customer_id', 'cus_' || g))),
-       'processed', 'applied', now() - interval '1 hour', now() - interval '1 hour' - ($1 - g) * interval '1 millisecond'
+               'status', 'active', 'resource_version', g, 'plan_id', 'basic-monthly', 'customer_id', 'cus_' || g)))::text, 'UTF8')
 FROM generate_series(1, $1::int) g`
 
 // inboxResult is one inbox size: the processor with no statistics, then
@@ -224,18 +232,30 @@ func (b *bench) printInbox(rs []inboxResult) {
 	b.emit(t)
 }
 
-// copyPending writes evs as pending inbox rows of ep with COPY.
+// copyPending writes evs as pending inbox rows of ep with COPY, as intake
+// stores them: the ledger rows with body_at, the bodies once in
+// webhook_inbox_body at stored_at = body_at (now, in the partition intake
+// writes to).
 func copyPending(ctx context.Context, pool *pgxpool.Pool, ep provider.Endpoint, eventType string, evs []benchEvent) error {
+	at := time.Now().Truncate(time.Microsecond)
 	rows := make([][]any, len(evs))
+	bodies := make([][]any, len(evs))
 	for i, e := range evs {
-		rows[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, ep.ID, eventType, "subscription", e.resource, e.version, e.payload, "pending"}
+		rows[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, ep.ID, eventType, "subscription", e.resource, e.version, at, "pending"}
+		bodies[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, at, []byte(e.payload)}
 	}
 	cols := []string{"provider", "source_account", "environment", "event_id", "endpoint_id", "event_type",
-		"resource_type", "resource_id", "resource_version", "payload", "status"}
-	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("copy inbox rows: %w", err)
-	}
-	return nil
+		"resource_type", "resource_id", "resource_version", "body_at", "status"}
+	bodyCols := []string{"provider", "source_account", "environment", "event_id", "stored_at", "body"}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("copy inbox rows: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_inbox_body"}, bodyCols, pgx.CopyFromRows(bodies)); err != nil {
+			return fmt.Errorf("copy inbox bodies: %w", err)
+		}
+		return nil
+	})
 }
 
 // stopAutovacuum turns autovacuum (and so auto-analyze) off on tables: on
