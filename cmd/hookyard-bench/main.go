@@ -72,6 +72,7 @@ type options struct {
 	storagePurgeRows    int
 	storageRetentionCmd string
 	storageBodyTables   string
+	storageSides        map[string]bool
 	storageNewConfig    string
 	soakRate            float64
 	soakDuration        time.Duration
@@ -151,6 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.storagePurgeRows, "storage-purge-rows", 10_000_000, "S purge: inbox rows filled by SQL into each layout before its retention pass")
 	fs.StringVar(&o.storageRetentionCmd, "storage-retention-cmd", "retention", "S: the new binary's retention command and its arguments (run with its config, whose retention keys hold the horizons); a binary without it runs today's `purge -older-than`")
 	fs.StringVar(&o.storageBodyTables, "storage-body-tables", "webhook_inbox_body", "S purge: comma-separated tables the fill writes beside webhook_inbox where they exist (the new layout's bodies)")
+	sidesFlag := fs.String("storage-sides", "today,new", "S: the layouts to run, comma-separated: today (the baseline binary), new (this checkout's); one alone halves a part's time, its tables then have its columns only")
 	fs.StringVar(&o.storageNewConfig, "storage-new-config", "", "S: YAML file appended to the new side's config instead of the generated retention keys")
 	fs.Float64Var(&o.soakRate, "soak-rate", 1000, "S soak: steady events/s (2 cores sustain 4,000/s in section D; 1,000/s leaves room for retention)")
 	fs.DurationVar(&o.soakDuration, "soak-duration", 20*time.Minute, "S soak: length of each layout's soak")
@@ -211,6 +213,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				}
 			}
 		}
+	}
+	o.storageSides = map[string]bool{}
+	for _, n := range strings.Split(*sidesFlag, ",") {
+		switch n = strings.TrimSpace(n); n {
+		case "today", "new":
+			o.storageSides[n] = true
+		case "":
+		default:
+			return o, fmt.Errorf("-storage-sides: unknown layout %q (today, new)", n)
+		}
+	}
+	if o.storage && len(o.storageSides) == 0 {
+		return o, errors.New("-storage-sides needs at least one layout")
 	}
 	o.storageParts = map[string]bool{}
 	for _, s := range strings.Split(*partsFlag, ",") {

@@ -65,9 +65,15 @@ func (s *storageSide) note(format string, a ...any) {
 
 // storageSection runs the parts named by -storage-parts for both layouts.
 func (b *bench) storageSection(ctx context.Context) error {
-	sides, err := b.storageSides(ctx)
+	all, err := b.storageSides(ctx)
 	if err != nil {
 		return err
+	}
+	var sides []*storageSide
+	for _, s := range all {
+		if b.opts.storageSides[s.key] {
+			sides = append(sides, s)
+		}
 	}
 	var errs []error
 	run := func(part string, f func(context.Context, []*storageSide) error) {

@@ -303,6 +303,12 @@ func TestStorageQuickShrinksOnlyWhatIsNotGiven(t *testing.T) {
 	require.Equal(t, 5*time.Minute, o.soakDuration, "given explicitly")
 	require.Equal(t, time.Minute, o.soakInterval, "the new layout's partitions are whole minutes")
 	require.Equal(t, map[string]bool{"soak": true, "purge": true}, o.storageParts)
+	require.Equal(t, map[string]bool{"today": true, "new": true}, o.storageSides, "both layouts unless told")
+	o, err = parseFlags([]string{"-storage", "-storage-sides", "new"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"new": true}, o.storageSides)
+	_, err = parseFlags([]string{"-storage", "-storage-sides", "tomorrow"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "tomorrow")
 	require.False(t, o.pipeline, "-storage alone runs no other section")
 
 	_, err = parseFlags([]string{"-storage", "-storage-parts", "vacuum"}, &bytes.Buffer{})
