@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,8 +134,8 @@ func (b *bench) inboxRun(ctx context.Context, rows int) (inboxResult, error) {
 			return res, fmt.Errorf("reset after the first round: %w", err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `ANALYZE `+strings.Join(inboxTables, ", ")); err != nil {
-		return res, fmt.Errorf("analyze: %w", err)
+	if err := analyze(ctx, pool, inboxTables); err != nil {
+		return res, err
 	}
 	res.analyzed, res.analyzeErr = b.inboxProcessorRun(ctx, procPool, "analyzed", 2)
 	return res, ctx.Err()
@@ -263,9 +262,13 @@ func copyPending(ctx context.Context, pool *pgxpool.Pool, ep provider.Endpoint, 
 // and takes no storage parameters), on the table itself otherwise.
 // Partitions created afterwards keep autovacuum on; the sections run within
 // the partitions a fresh schema starts with (the migration's first covers
-// three days).
+// three days). Tables an older layout lacks are left out.
 func stopAutovacuum(ctx context.Context, pool *pgxpool.Pool, tables []string) error {
-	for _, t := range tables {
+	have, err := existingTables(ctx, pool, tables)
+	if err != nil {
+		return err
+	}
+	for _, t := range have {
 		rows, err := pool.Query(ctx, `SELECT relid::regclass::text FROM pg_partition_tree($1::regclass) WHERE isleaf`, t)
 		if err != nil {
 			return fmt.Errorf("stop autovacuum on %s: %w", t, err)

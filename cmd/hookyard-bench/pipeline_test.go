@@ -192,3 +192,25 @@ LEFT JOIN webhook_inbox_body b ON (b.provider, b.source_account, b.environment, 
 	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`).Scan(&pending))
 	require.Equal(t, 2, pending)
 }
+
+func TestAutovacuumStopsOnEveryLeafAndOlderLayoutsLackingATableStillRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	require.NoError(t, stopAutovacuum(ctx, s.Pool, pipeTables))
+	var on int
+	require.NoError(t, s.Pool.QueryRow(ctx, `
+SELECT count(*) FROM pg_partition_tree('webhook_inbox_body') t JOIN pg_class c ON c.oid = t.relid
+WHERE t.isleaf AND NOT coalesce('autovacuum_enabled=false' = ANY(c.reloptions), false)`).Scan(&on))
+	require.Zero(t, on, "every partition of the body table has autovacuum off")
+	var leaves int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_partition_tree('webhook_inbox_body') WHERE isleaf`).Scan(&leaves))
+	require.Positive(t, leaves)
+	require.NoError(t, analyze(ctx, s.Pool, pipeTables))
+
+	// The storage section's baseline schema has no body table.
+	_, err := s.Pool.Exec(ctx, `DROP TABLE webhook_inbox_body`)
+	require.NoError(t, err)
+	require.NoError(t, stopAutovacuum(ctx, s.Pool, pipeTables))
+	require.NoError(t, analyze(ctx, s.Pool, pipeTables))
+}
