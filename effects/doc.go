@@ -1,6 +1,8 @@
 // Package effects performs the external effects the processor recorded as
-// `action` rows — today the receipt of a paid invoice, an HTTP POST to the
-// configured receipt URL — and keeps each action's outcome. The rows, their
+// `action` rows — the receipt of a paid invoice and every declared effect
+// (action.Effect), each an HTTP POST to its kind's URL — and keeps each
+// action's outcome. A fact's effect POSTs its fact; a transition's, the
+// body stored with it. The rows, their
 // state machine and every statement over them belong to package action;
 // this package is the sender: HTTP, backoff, metrics and tracing.
 //
@@ -26,6 +28,13 @@
 // replays its stored 2xx. A 409 (the key's first request still in
 // progress) is not a success: that request may yet fail, so the action is
 // ambiguous and retried with the same key.
+//
+// A subscriber's delivery (kind "change:<name>", package subscriber) is
+// claimed in order per resource (action.ClaimOrdered) and carries the
+// Standard Webhooks headers besides: webhook-id is the stable key,
+// webhook-timestamp the attempt's time, webhook-signature made by the
+// official library over both and the body. The body and the id are the
+// same on every attempt; the timestamp and signature are the attempt's.
 //
 // This package must never open a transaction around an HTTP call, never
 // hold SQL of its own, and never decide an action from the current

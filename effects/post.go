@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/fact"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 )
 
 // Body is the JSON document an effect POSTs. Every attempt of an action
@@ -36,7 +37,13 @@ const AttemptHeader = "Hookyard-Attempt"
 // to the same bytes (struct fields in declaration order, the fact's data as
 // Postgres stores it, recorded_at in UTC so that senders in other time zones
 // agree).
+//
+// A transition's effect has no fact: its body was stored with the action
+// when it was recorded (action.TransitionRecord) and is sent as stored.
 func encodeBody(c action.Claimed) ([]byte, error) {
+	if c.Body != nil {
+		return c.Body, nil
+	}
 	f := *c.Fact
 	f.RecordedAt = f.RecordedAt.UTC()
 	return json.Marshal(Body{ActionKey: c.Key.String(), Kind: c.Key.Kind, Fact: f})
@@ -82,6 +89,21 @@ func (s *Sender) post(ctx context.Context, target string, c action.Claimed) outc
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set(AttemptHeader, strconv.Itoa(c.Attempts))
 	req.Header.Set("User-Agent", "hookyard-effects")
+	if secret, ok := s.secrets[c.Key.Kind]; ok {
+		// A subscriber's delivery: Standard Webhooks headers. webhook-id is
+		// the stable key, the same on every attempt, and the body is the
+		// same bytes; the timestamp is this attempt's and the signature is
+		// made again over it, as Svix does, so a retry hours later is not
+		// refused by the receiver's 5-minute tolerance. A receiver
+		// deduplicates by webhook-id.
+		h, err := subscriber.Sign(secret, key, time.Now(), body)
+		if err != nil {
+			return outcome{status: action.StatusDead, err: fmt.Sprintf("sign: %v", err)}
+		}
+		for k, v := range h {
+			req.Header[k] = v
+		}
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if wrote.Load() {

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
@@ -42,9 +43,20 @@ const ReasonNoURL = "no receipt_url configured (effects.receipt_url or RECEIPT_W
 
 // Config configures a Sender.
 type Config struct {
-	// ReceiptURL is where receipts are POSTed (http or https). Defaults to
-	// none: receipts are not claimed and stay pending.
+	// ReceiptURL is where receipts are POSTed (http or https), when the
+	// receipt's declaration names no URL. Defaults to none: receipts are
+	// not claimed and stay pending.
 	ReceiptURL string
+	// Effects are the declared effects (action.Effect): each kind with a
+	// URL is claimed and sent; a kind without one stays pending. Defaults
+	// to action.DefaultEffects (the receipt, on invoice_paid facts); a
+	// declared kind replaces the default of that kind.
+	Effects action.Effects
+	// Subscribers are the changes topic's internal subscribers (package
+	// subscriber): each one's deliveries (kind "change:<name>") are claimed
+	// in order per resource (action.ClaimOrdered) and POSTed with Standard
+	// Webhooks headers signed with its key. Defaults to none.
+	Subscribers subscriber.Subscribers
 	// Timeout bounds one attempt, from its claim to the end of the
 	// response. Defaults to TimeoutDefault.
 	Timeout time.Duration
@@ -86,6 +98,7 @@ func (c Config) WithDefaults() Config {
 	c.BackoffBase = cmp.Or(c.BackoffBase, BackoffBaseDefault)
 	c.BackoffMax = cmp.Or(c.BackoffMax, BackoffMaxDefault)
 	c.MaxAttempts = cmp.Or(c.MaxAttempts, MaxAttemptsDefault)
+	c.Effects = c.Effects.With(action.DefaultEffects)
 	if c.SenderID == "" {
 		host, _ := os.Hostname()
 		var b [3]byte
@@ -115,16 +128,39 @@ func (c Config) validate() error {
 			return fmt.Errorf("effects config: ReceiptURL: %w", err)
 		}
 	}
+	if err := c.Effects.Validate(); err != nil {
+		return fmt.Errorf("effects config: %w", err)
+	}
+	if err := c.Subscribers.Validate(true); err != nil {
+		return fmt.Errorf("effects config: %w", err)
+	}
+	for _, sub := range c.Subscribers {
+		if c.Effects.Find(sub.Kind()) != nil {
+			return fmt.Errorf("effects config: effect kind %s is also subscriber %s's", sub.Kind(), sub.Name)
+		}
+	}
 	return nil
+}
+
+// url is where kind's effects are POSTed; "" for none.
+func (c Config) url(e action.Effect) string {
+	if e.URL == "" && e.Kind == action.KindReceipt {
+		return c.ReceiptURL
+	}
+	return e.URL
 }
 
 // Sender claims due actions, performs them and records their outcomes.
 type Sender struct {
-	pool    *pgxpool.Pool
-	log     *slog.Logger
-	cfg     Config
-	client  *http.Client
-	urls    map[string]string // kind → URL
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	cfg    Config
+	client *http.Client
+	urls   map[string]string // kind → URL
+	facts  map[string]string // kind → the fact type it is about ("" for a transition's)
+	// secrets holds the Standard Webhooks key of each subscriber's kind;
+	// a kind in it is claimed in order and signed.
+	secrets map[string]string
 	kinds   []string
 	metrics *metrics
 
@@ -146,11 +182,19 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Sender, error) {
 			// a POST (307/308) or turn it into a GET (301-303).
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		urls:    map[string]string{},
+		facts:   map[string]string{},
+		secrets: map[string]string{},
 		metrics: newMetrics(),
 	}
-	if cfg.ReceiptURL != "" {
-		s.urls[action.KindReceipt] = cfg.ReceiptURL
-		s.kinds = append(s.kinds, action.KindReceipt)
+	for _, e := range cfg.Effects {
+		if u := cfg.url(e); u != "" {
+			s.urls[e.Kind], s.facts[e.Kind] = u, e.OnFact
+			s.kinds = append(s.kinds, e.Kind)
+		}
+	}
+	for _, sub := range cfg.Subscribers {
+		s.urls[sub.Kind()], s.secrets[sub.Kind()] = sub.URL, sub.Secret
+		s.kinds = append(s.kinds, sub.Kind())
 	}
 	if err := s.metrics.register(cfg.Registerer); err != nil {
 		return nil, err
@@ -203,7 +247,13 @@ func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	var batch []action.Claimed
 	for _, kind := range s.kinds {
-		b, err := action.Claim(ctx, s.pool, kind, s.cfg.BatchSize-len(batch), s.lease())
+		var b []action.Claimed
+		var err error
+		if _, ordered := s.secrets[kind]; ordered {
+			b, err = action.ClaimOrdered(ctx, s.pool, kind, s.cfg.BatchSize-len(batch), s.lease())
+		} else {
+			b, err = action.Claim(ctx, s.pool, kind, s.facts[kind], s.cfg.BatchSize-len(batch), s.lease())
+		}
 		if err != nil && len(batch) == 0 {
 			return 0, err
 		}
@@ -248,8 +298,8 @@ func (s *Sender) perform(ctx context.Context, c action.Claimed, deadline time.Ti
 	if span.IsRecording() {
 		defer func() { tracing.End(span, nil, attribute.String("hookyard.outcome", o.status)) }()
 	}
-	if c.Fact == nil {
-		o = outcome{status: action.StatusDead, err: fmt.Sprintf("no %s fact recorded for %s", action.FactType(c.Key.Kind), c.Key.SubjectID)}
+	if c.Fact == nil && c.Body == nil {
+		o = outcome{status: action.StatusDead, err: fmt.Sprintf("no %s fact recorded for %s", s.facts[c.Key.Kind], c.Key.SubjectID)}
 	} else {
 		start := time.Now()
 		rctx, cancel := context.WithDeadline(ctx, deadline)

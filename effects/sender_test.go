@@ -104,7 +104,7 @@ func newSender(t *testing.T, pool *pgxpool.Pool, url string, adjust func(*effect
 
 func show(t *testing.T, pool *pgxpool.Pool, k action.Key) action.Action {
 	t.Helper()
-	sh, err := action.Show(context.Background(), pool, k)
+	sh, err := action.Show(context.Background(), pool, k, nil)
 	require.NoError(t, err)
 	return sh.Action
 }

@@ -21,6 +21,9 @@ type batch struct {
 	ids     []int64
 	recs    []*kgo.Record
 	created []time.Time
+	// topics are the rows' own topics, nil for the events topic: a row put
+	// back or moved to outbox_dead keeps it.
+	topics  []*string
 	pending sync.WaitGroup
 
 	mu     sync.Mutex
@@ -37,10 +40,31 @@ func (b *batch) n() int { return len(b.ids) }
 // it finds them by the primary key: joined as a CTE instead, the planner
 // hashed the whole outbox for every batch (on a table without statistics,
 // and with them), and each claim cost as much as the backlog was long.
+//
+// A row with a topic of its own (a projection change, for the compacted
+// changes topic) is published only when no earlier row of its key and topic
+// is still in the outbox outside this claim: such a row is held by another
+// relay (or by this relay's previous batch, still awaiting the broker), or
+// was put back after a failure, and publishing the later one first would
+// leave the older state as the key's last record after compaction. Ids of
+// one resource's changes follow the projection's writes (the write holds
+// the projection row's lock until it commits, and takes its id after the
+// lock), so "earlier id" is "earlier write". The deferred row stays locked
+// until this claim ends, then the next claim takes it. The NOT EXISTS sits
+// under an OR, so Postgres cannot turn it into a join and runs it per
+// claimed change row, as one probe of outbox_topic_key; the claim is
+// MATERIALIZED so that its array is computed once, never once per use.
 const claimSQL = `
-DELETE FROM outbox
-WHERE id = ANY (ARRAY(SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED))
-RETURNING id, message_key, message, created_at`
+WITH claimed AS MATERIALIZED (
+    SELECT ARRAY(SELECT id FROM outbox ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) AS ids
+)
+DELETE FROM outbox o USING claimed c
+WHERE o.id = ANY (c.ids)
+  AND (o.topic IS NULL OR NOT EXISTS (
+      SELECT 1 FROM outbox p
+      WHERE p.topic IS NOT NULL AND p.message_key = o.message_key AND p.id < o.id
+        AND p.topic = o.topic AND p.id <> ALL (c.ids)))
+RETURNING o.id, o.message_key, o.message, o.created_at, o.topic`
 
 // claim opens a transaction and deletes the next rows no other relay holds,
 // in one round trip. On no rows or an error the transaction is already
@@ -82,11 +106,12 @@ func (r *Relay) scan(ctx context.Context, b *batch) error {
 		id       int64
 		key, msg []byte
 		created  time.Time
+		topic    *string
 	}
 	got := make([]row, 0, r.cfg.BatchSize)
 	for rows.Next() {
 		var rw row
-		if err := rows.Scan(&rw.id, &rw.key, &rw.msg, &rw.created); err != nil {
+		if err := rows.Scan(&rw.id, &rw.key, &rw.msg, &rw.created, &rw.topic); err != nil {
 			return fmt.Errorf("read outbox row: %w", err)
 		}
 		got = append(got, rw)
@@ -101,9 +126,14 @@ func (r *Relay) scan(ctx context.Context, b *batch) error {
 	b.created = make([]time.Time, len(got))
 	b.failed = make([]bool, len(got))
 	b.poison = make([]error, len(got))
+	b.topics = make([]*string, len(got))
 	for i, rw := range got {
 		b.ids[i] = rw.id
 		b.recs[i] = &kgo.Record{Key: rw.key, Value: rw.msg}
+		if rw.topic != nil {
+			b.recs[i].Topic = *rw.topic
+			b.topics[i] = rw.topic
+		}
 		b.created[i] = rw.created
 	}
 	return br.Close()

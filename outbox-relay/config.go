@@ -32,8 +32,15 @@ const (
 type Config struct {
 	// Brokers are the Kafka seed brokers. Required unless Publisher is set.
 	Brokers []string
-	// Topic is the events topic. Required unless Publisher is set.
+	// Topic is the events topic, where rows that name no topic of their own
+	// go. Required unless Publisher is set.
 	Topic string
+	// ChangesTopic is the compacted topic of projection changes. Rows name
+	// their topic themselves, so the relay only needs it to create the topic
+	// (compacted, with TopicPartitions partitions) when it creates the events
+	// topic. Defaults to none: nothing is created, change rows still go to
+	// the topic they name.
+	ChangesTopic string
 	// BatchSize caps the rows claimed per transaction. Defaults to BatchSizeDefault.
 	BatchSize int
 	// InFlight caps the batches awaiting the broker's acknowledgement; each

@@ -18,7 +18,7 @@ func TestPartitionerRefusesACountOtherThanTheRecordedOne(t *testing.T) {
 	t.Parallel()
 	var recorded atomic.Int64
 	recorded.Store(4)
-	tp := fencedPartitioner{recorded: &recorded}.ForTopic("t")
+	tp := fencedPartitioner{topic: "t", recorded: &recorded}.ForTopic("t")
 	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("t")
 	for _, key := range []string{"stripe/acct/test/subscription/sub_1", "a", "b", "chargebee/site/test/subscription/x"} {
 		r := &kgo.Record{Key: []byte(key)}
@@ -28,4 +28,20 @@ func TestPartitionerRefusesACountOtherThanTheRecordedOne(t *testing.T) {
 	}
 	recorded.Store(0) // nothing recorded yet: no processor ever ran
 	require.Equal(t, kafka.Partition(&kgo.Record{Key: []byte("a")}, 6), tp.Partition(&kgo.Record{Key: []byte("a")}, 6))
+}
+
+// The changes topic is no processor's: its partition count is not the
+// fences' business, so a change record is hashed over the changes topic's
+// own count whatever the events topic's fences recorded. Fails if the fence
+// check applies to every topic (change rows would wait in the outbox for a
+// count they can never have).
+func TestPartitionerFencesOnlyTheEventsTopic(t *testing.T) {
+	t.Parallel()
+	var recorded atomic.Int64
+	recorded.Store(4)
+	p := fencedPartitioner{topic: "hookyard.events", recorded: &recorded}
+	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("hookyard.changes")
+	r := &kgo.Record{Key: []byte("stripe/acct/test/subscription/sub_1")}
+	require.Equal(t, kafka.Partition(r, 6), p.ForTopic("hookyard.changes").Partition(r, 6))
+	require.Equal(t, -1, p.ForTopic("hookyard.events").Partition(r, 6))
 }

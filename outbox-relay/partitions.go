@@ -75,9 +75,19 @@ func (r *Relay) setAgree(ctx context.Context, agree bool, n, recorded int) {
 // checks the producer's metadata may already show a grown topic; a record
 // it would hash over that count fails instead (its row goes back to the
 // outbox).
-type fencedPartitioner struct{ recorded *atomic.Int64 }
+//
+// Only the events topic is fenced: processors own its partitions. Other
+// topics (the compacted changes topic) are hashed the same way over their
+// own count, which keeps each key on one partition while it does not change.
+type fencedPartitioner struct {
+	topic    string
+	recorded *atomic.Int64
+}
 
 func (p fencedPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if t != p.topic {
+		return kgo.StickyKeyPartitioner(nil).ForTopic(t)
+	}
 	return fencedTopicPartitioner{recorded: p.recorded, TopicPartitioner: kgo.StickyKeyPartitioner(nil).ForTopic(t)}
 }
 

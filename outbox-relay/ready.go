@@ -30,7 +30,7 @@ func (r *Relay) Check(context.Context) error {
 }
 
 // waitTopic waits up to TopicWait for the brokers to answer and the topic
-// to exist, creating it when TopicPartitions is set. Exiting on the first
+// to exist, creating it (and the changes topic) when TopicPartitions is set. Exiting on the first
 // "connection refused" would make the start order matter and put a relay
 // started beside its brokers into a restart loop.
 func (r *Relay) waitTopic(ctx context.Context, cl *kgo.Client) error {
@@ -38,8 +38,14 @@ func (r *Relay) waitTopic(ctx context.Context, cl *kgo.Client) error {
 		attempt, cancel := context.WithTimeout(ctx, topicAttemptTimeout)
 		defer cancel()
 		if r.cfg.TopicPartitions > 0 {
-			_, err := topic.Ensure(attempt, cl, r.cfg.Topic, r.cfg.TopicPartitions, r.cfg.TopicReplication)
-			return err
+			if _, err := topic.Ensure(attempt, cl, r.cfg.Topic, r.cfg.TopicPartitions, r.cfg.TopicReplication); err != nil {
+				return err
+			}
+			if r.cfg.ChangesTopic != "" {
+				_, err := topic.EnsureCompacted(attempt, cl, r.cfg.ChangesTopic, r.cfg.TopicPartitions, r.cfg.TopicReplication)
+				return err
+			}
+			return nil
 		}
 		_, err := topic.Partitions(attempt, cl, r.cfg.Topic)
 		return err

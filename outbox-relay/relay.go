@@ -106,7 +106,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			// Every record in flight fits in the buffer: Produce never blocks
 			// while a claim's idle-in-transaction clock runs.
 			kgo.MaxBufferedRecords(max(10_000, r.cfg.BatchSize*r.cfg.InFlight)),
-			kgo.RecordPartitioner(fencedPartitioner{recorded: &r.recorded}),
+			kgo.RecordPartitioner(fencedPartitioner{topic: r.cfg.Topic, recorded: &r.recorded}),
 		}, r.cfg.KafkaOptions...)...)
 		if err != nil {
 			return fmt.Errorf("outbox relay: kafka client: %w", err)

@@ -131,19 +131,20 @@ func (b *batch) settle(ctx context.Context) (ok, dead int, err error) {
 	}
 	if len(back.ids) > 0 {
 		if _, err := b.conn.Exec(ctx, `
-INSERT INTO outbox (id, message_key, message, created_at)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[])`, back.ids, back.keys, back.msgs, back.created); err != nil {
+INSERT INTO outbox (id, message_key, message, created_at, topic)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])`, back.ids, back.keys, back.msgs, back.created, back.topics); err != nil {
 			return 0, 0, err
 		}
 	}
 	if len(gone.ids) > 0 {
 		if _, err := b.conn.Exec(ctx, `
-INSERT INTO outbox_dead (id, message_key, message, created_at, error)
-SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
+INSERT INTO outbox_dead (id, message_key, message, created_at, error, topic)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])
 -- Moved here before and copied back without a DELETE: refused again, it
 -- updates its dead row; a duplicate key would fail the whole batch forever.
 ON CONFLICT (id) DO UPDATE SET message_key = EXCLUDED.message_key, message = EXCLUDED.message,
-    created_at = EXCLUDED.created_at, error = EXCLUDED.error, failed_at = now()`, gone.ids, gone.keys, gone.msgs, gone.created, gone.errs); err != nil {
+    created_at = EXCLUDED.created_at, error = EXCLUDED.error, topic = EXCLUDED.topic, failed_at = now()`,
+			gone.ids, gone.keys, gone.msgs, gone.created, gone.errs, gone.topics); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -155,6 +156,7 @@ type rowSet struct {
 	ids              []int64
 	keys, msgs, errs []string
 	created          []time.Time
+	topics           []*string // nil: the events topic
 }
 
 func (s *rowSet) add(b *batch, i int, errText string) {
@@ -163,6 +165,7 @@ func (s *rowSet) add(b *batch, i int, errText string) {
 	s.msgs = append(s.msgs, string(b.recs[i].Value))
 	s.created = append(s.created, b.created[i])
 	s.errs = append(s.errs, errText)
+	s.topics = append(s.topics, b.topics[i])
 }
 
 // kafkaPublisher produces through a franz-go client. The client keeps the

@@ -147,7 +147,7 @@ func (w *worker) handle(ctx context.Context, recs []*kgo.Record) (err error) {
 		}
 		seen[k] = true
 		st.row = row
-		st.plan, st.err = interpret(row, w.p.endpoints[row.endpointID])
+		st.plan, st.err = w.p.interpret(row, w.p.endpoints[row.endpointID])
 		st.plan = w.p.minimise(row.provider, st.plan)
 		steps = append(steps, st)
 	}
@@ -271,14 +271,15 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				ep := w.p.endpoints[st.row.endpointID]
 				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.State,
 					Status: s.Status, Deleted: s.Deleted, EventID: m.EventID, Generation: w.tok.Generation,
-					Incremental: ep != nil && ep.Incremental}, &st.res)
+					Incremental: ep != nil && ep.Incremental, ChangesTopic: w.p.cfg.ChangesTopic}, &st.res)
 			}
 			if st.plan.Fetch {
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
 					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation}, fr.start, &fr.res)
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation, ChangesTopic: w.p.cfg.ChangesTopic},
+						fr.start, &fr.res)
 				}
 			}
 			if k, ok := listedKey(m); ok {
@@ -287,8 +288,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 			}
 			if st.row != nil {
 				for _, f := range st.plan.Facts {
-					facts.QueueRecord(b, facts.Fact{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment,
-						Type: f.Type, ID: f.ID, ResourceType: m.Type, ResourceID: m.ID, EventID: m.EventID, Data: f.Data})
+					facts.QueueRecord(b, factRecord(m, f))
 				}
 				for _, a := range st.plan.Actions {
 					actions.QueueRecord(b, actions.Record{Key: actions.Key{Provider: m.Provider, SourceAccount: m.SourceAccount,
@@ -300,10 +300,12 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 			return err
 		}
 		// Second round: what happened, in the same transaction.
+		transitions := w.transitions(steps, fetched)
 		for _, st := range steps {
 			hist, marks = w.settle(st, fetched, now, hist, marks)
 		}
 		b = &pgx.Batch{}
+		queueTransitions(b, transitions)
 		projection.QueueHistory(b, hist)
 		queueMarks(b, marks)
 		return tx.SendBatch(ctx, b).Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
@@ -62,6 +63,12 @@ type Config struct {
 	Brokers []string
 	// Topic is the events topic. Defaults to TopicDefault.
 	Topic string
+	// ChangesTopic is the compacted topic every projection change goes to:
+	// each write that changed a projection queues its change record in the
+	// outbox in the write's own transaction (the relay publishes it).
+	// Defaults to none: no change records (the services set
+	// kafka.changes_topic, whose default is "hookyard.changes").
+	ChangesTopic string
 	// Group is the consumer group. Defaults to GroupDefault.
 	Group string
 	// InstanceID names this processor in fences and logs. Defaults to
@@ -131,6 +138,12 @@ type Config struct {
 	// keeps none. Defaults to fact.Defaults; a declaration given here
 	// replaces the default of its provider and type.
 	Facts fact.Declarations
+	// Effects declare the external effects recorded as actions: on a fact
+	// (recorded with it) or on a projection transition (recorded in the
+	// write's transaction once its outcome is known). Defaults to
+	// action.DefaultEffects; a declared kind replaces the default of its
+	// kind.
+	Effects action.Effects
 	// StateFields are the fields of a resource's state a projection keeps
 	// beyond projection.DecisionFields (what access, explain and the
 	// reconciler's compare read). Defaults to none.
@@ -171,6 +184,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
 	c.FetchConcurrency = cmp.Or(c.FetchConcurrency, FetchConcurrencyDefault)
 	c.Facts = c.Facts.With(fact.Defaults)
+	c.Effects = c.Effects.With(action.DefaultEffects)
 	c.StateFields = projection.KeptFields(c.StateFields)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
@@ -186,6 +200,9 @@ func (c Config) validate() error {
 		return errors.New("processor config: Brokers is required")
 	}
 	if err := c.Facts.Validate(); err != nil {
+		return fmt.Errorf("processor config: %w", err)
+	}
+	if err := c.Effects.Validate(); err != nil {
 		return fmt.Errorf("processor config: %w", err)
 	}
 	if c.MaxAttempts < 0 {

@@ -184,7 +184,7 @@ func TestReconcileCheckRecordsWhatItFound(t *testing.T) {
 	ctx := context.Background()
 	r := pipelinetest.Resource("sub_checked")
 	_, err := p.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status, fence_generation)
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status, fence_generation)
 VALUES ($1, $2, $3, $4, $5, '{"id":"sub_checked","status":"active"}', 'active', 0)`, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID)
 	require.NoError(t, err)
 	p.Sim.Put(scSub(r.ID, "canceled"))

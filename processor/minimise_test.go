@@ -63,7 +63,7 @@ func TestFactKeepsOnlyDeclaredFields(t *testing.T) {
 		"subscription":"sub_min","status_transitions":{"paid_at":1700000000}}`, data("in_min"), "the default Stripe declaration")
 	require.JSONEq(t, `{"id":"cb_inv_min","total":1200,"currency_code":"USD"}`, data("cb_inv_min"), "the configured declaration")
 	requireNoPersonal(t, p, "fact", "data")
-	requireNoPersonal(t, p, "subscription_projection", "state") // Chargebee's invoice is projected too
+	requireNoPersonal(t, p, "projection", "state") // Chargebee's invoice is projected too
 }
 
 // Invariant 15 for projections: a projection's state keeps the fields a
@@ -85,7 +85,7 @@ func TestProjectionStateKeepsOnlyDecisionAndDeclaredFields(t *testing.T) {
 	pr := scProjection(t, p, scCBRes("sub_min"))
 	require.JSONEq(t, `{"id":"sub_min","customer_id":"cb_cus","status":"active","resource_version":7,"current_term_end":`+
 		json.Number(itoa(end)).String()+`,"meta_data":{"plan":"gold"}}`, string(pr.State))
-	requireNoPersonal(t, p, "subscription_projection", "state")
+	requireNoPersonal(t, p, "projection", "state")
 	require.True(t, scAccess(t, p, scCBRes("sub_min")).Access)
 
 	scPostCB(t, p, cbEvent(t, "ev_min_2", map[string]any{"subscription": sub}))

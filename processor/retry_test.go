@@ -150,7 +150,7 @@ func TestHintExhaustingRetryWindowMarksProjectionNeedsReconcile(t *testing.T) {
 	after := scProjection(t, p, r)
 	require.Equal(t, "active", after.Status, "a provider error changed the projection")
 	require.True(t, after.NeedsReconcile, "a dead hint left its projection looking settled")
-	require.Equal(t, 1, scCount(t, p, `SELECT count(*) FROM subscription_projection WHERE needs_reconcile`))
+	require.Equal(t, 1, scCount(t, p, `SELECT count(*) FROM projection WHERE needs_reconcile`))
 
 	// The reconciler picks it up once the provider is back.
 	p.Sim.SetFailure(0)

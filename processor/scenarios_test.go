@@ -349,7 +349,7 @@ func TestNotFoundNeverBecomesCanceled(t *testing.T) {
 	// A projection for a subscription the provider no longer shows.
 	gone := pipelinetest.Resource("sub_gone")
 	_, err := p.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status, fence_generation)
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status, fence_generation)
 VALUES ($1, $2, $3, $4, $5, '{"id":"sub_gone","status":"active"}', 'active', 0)`, gone.Provider, gone.SourceAccount, gone.Environment, gone.Type, gone.ID)
 	require.NoError(t, err)
 	before := scProjection(t, p, gone)

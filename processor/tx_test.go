@@ -83,13 +83,13 @@ INSERT INTO outbox (message_key, message) SELECT 'chargebee/site/test/subscripti
 	}, "published")
 	time.Sleep(300 * time.Millisecond) // let a few attempts fail; the assertion below is about state, not time
 	var projections int
-	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM subscription_projection`).Scan(&projections))
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM projection`).Scan(&projections))
 	require.Zero(t, projections, "the projection was written although the event could not be marked processed")
 
 	_, err = p.Pool.Exec(ctx, `DROP TRIGGER refuse_mark ON webhook_inbox`)
 	require.NoError(t, err)
 	p.WaitIdle()
 	var status string
-	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT status FROM subscription_projection WHERE resource_id = 'sub_tx'`).Scan(&status))
+	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT status FROM projection WHERE resource_id = 'sub_tx'`).Scan(&status))
 	require.Equal(t, "active", status)
 }

@@ -29,7 +29,7 @@ func TestReconcilerCountsDivergences(t *testing.T) {
 		p.Sim.Put(stripesim.Subscription{ID: id, Customer: "cus", Status: "active"})
 	}
 	_, err := p.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
                                      fence_generation, observed_at, needs_reconcile)
 VALUES ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', 1, now(), false),
        ('stripe', $1, 'test', 'subscription', 'sub_old', '{}', 'active', 1, now() - interval '2 days', false),
@@ -68,7 +68,7 @@ func TestLastingDivergenceIsOneRowCountedOnce(t *testing.T) {
 	p.Sim.Put(stripesim.Subscription{ID: "sub_cape", Customer: "cus", Status: "active", CancelAtPeriodEnd: true})
 	p.Sim.Put(stripesim.Subscription{ID: "sub_del", Customer: "cus", Status: "active"})
 	_, err := p.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
                                      deleted, fence_generation, observed_at)
 VALUES ('stripe', $1, 'test', 'subscription', 'sub_cape', '{"cancel_at_period_end": false}', 'active', false, 1, now()),
        ('stripe', $1, 'test', 'subscription', 'sub_del', '{}', 'active', true, 1, now())`, pipelinetest.StripeAccount)
@@ -96,7 +96,7 @@ hookyard_reconciler_divergences_total{kind="deleted",provider="stripe"} 1
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FROM reconcile_divergence WHERE resolved_at IS NULL AND last_seen_at > first_seen_at`).Scan(&rows))
 	require.Equal(t, 2, rows)
 
-	_, err = p.Pool.Exec(ctx, `UPDATE subscription_projection SET state = '{"cancel_at_period_end": true}' WHERE resource_id = 'sub_cape'`)
+	_, err = p.Pool.Exec(ctx, `UPDATE projection SET state = '{"cancel_at_period_end": true}' WHERE resource_id = 'sub_cape'`)
 	require.NoError(t, err)
 	_, err = r.Round(ctx, reconciler.Filter{})
 	require.NoError(t, err)

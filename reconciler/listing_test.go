@@ -59,7 +59,7 @@ func TestReconcilerRechecksStaleProjectionsFromTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	p.Sim.Put(stripesim.Subscription{ID: "sub_stale", Customer: "cus", Status: "canceled", CanceledAt: time.Now().Unix()})
 	_, err := p.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
                                      deleted, fence_generation, observed_at)
 VALUES ('stripe', $1, 'test', 'subscription', 'sub_stale', '{}', 'active', false, 0, now() - interval '2 days'),
        ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', false, 0, now()),

@@ -143,7 +143,7 @@ func TestStaleRecheckSpendsOnlyTheBackgroundShare(t *testing.T) {
 	ctx := context.Background()
 	projectLive(t, p, "sub_stale", "active")
 	liveBefore, _ := bc.counts("sub_stale")
-	_, err := p.Pool.Exec(ctx, `UPDATE subscription_projection SET observed_at = now() - interval '2 days' WHERE resource_id = 'sub_stale'`)
+	_, err := p.Pool.Exec(ctx, `UPDATE projection SET observed_at = now() - interval '2 days' WHERE resource_id = 'sub_stale'`)
 	require.NoError(t, err)
 
 	// No lister: only the stale step runs.

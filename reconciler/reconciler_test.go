@@ -40,7 +40,7 @@ func TestReconcilerFindsWhatNoWebhookToldUs(t *testing.T) {
 	require.EqualValues(t, 5, n)
 	p.Eventually(func() bool {
 		var n int
-		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM subscription_projection`).Scan(&n) == nil && n == 5
+		return p.Pool.QueryRow(ctx, `SELECT count(*) FROM projection`).Scan(&n) == nil && n == 5
 	}, "projections written")
 	for i := range 5 {
 		pr, ok := p.Projection(pipelinetest.Resource(fmt.Sprintf("sub_silent_%d", i)))

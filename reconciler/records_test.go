@@ -45,7 +45,7 @@ func TestRecordsCarryIdentitiesNotPayloads(t *testing.T) {
 		"status": "paid", "customer": customer, "customer_email": "jane@example.com", "amount_paid": 100})
 	require.NoError(t, err)
 	p.WaitIdle()
-	_, err = p.Pool.Exec(ctx, `UPDATE subscription_projection SET observed_at = now() - interval '2 days' WHERE resource_id = 'sub_live'`)
+	_, err = p.Pool.Exec(ctx, `UPDATE projection SET observed_at = now() - interval '2 days' WHERE resource_id = 'sub_live'`)
 	require.NoError(t, err)
 
 	r := reconciler.New(p.Pool, p.Log, reconciler.Config{Registerer: prometheus.NewRegistry(), Sources: []provider.Source{stripeSource(p)}})

@@ -136,7 +136,7 @@ VALUES ('stripe', $1, 'test', $2, $3, 'invoice.paid', jsonb_build_object('create
 			pipelinetest.StripeAccount, id, pipelinetest.StripeEndpoint, created)
 	}
 	insertLost(t, p, "evt_lost_1", "sub_lost_1")
-	exec(`INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+	exec(`INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
         fence_generation, needs_reconcile) VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_parked_1', '{}', 'active', 1, true)`)
 
 	reg := prometheus.NewRegistry()
@@ -167,7 +167,7 @@ END $$`)
 VALUES ('stripe', $1, 'test', 'evt_poison', $2, 'invoice.paid', '{}', 'processed', now() - interval '31 days')`,
 		pipelinetest.StripeAccount, pipelinetest.StripeEndpoint)
 	insertLost(t, p, "evt_lost_2", "sub_lost_2")
-	exec(`INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+	exec(`INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
         fence_generation, needs_reconcile) VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_parked_2', '{}', 'active', 1, true)`)
 	p.Eventually(func() bool {
 		var n int
@@ -195,7 +195,7 @@ func TestParkedResourceIsCheckedAndCountedOncePerParking(t *testing.T) {
 	p := pipelinetest.New(t, pipelinetest.Options{NoProcessor: true})
 	ctx := context.Background()
 	_, err := p.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
                                      fence_generation, needs_reconcile, needs_reconcile_reason)
 VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_cb', '{}', 'active', 1, true, 'version conflict: test'),
        ('stripe', $1, 'test', 'subscription', 'sub_st', '{}', 'active', 1, true, 'unordered: test')`, pipelinetest.StripeAccount)
@@ -215,7 +215,7 @@ VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_cb', '{}', 'active', 1
 
 	var parked, checked int
 	require.NoError(t, p.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE needs_reconcile), count(reconcile_checked_at)
-FROM subscription_projection`).Scan(&parked, &checked))
+FROM projection`).Scan(&parked, &checked))
 	require.Equal(t, 2, parked, "a check that cannot resolve it leaves it parked")
 	require.Equal(t, 2, checked)
 }

@@ -1,5 +1,6 @@
-// Package schemas embeds the database migrations and the JSON Schema of the
-// Kafka message, so that the one binary carries everything it needs.
+// Package schemas embeds the database migrations and the JSON Schemas of the
+// Kafka records (events topic, changes topic), so that the one binary
+// carries everything it needs.
 package schemas
 
 import "embed"
@@ -13,3 +14,8 @@ var Migrations embed.FS
 //
 //go:embed message.schema.json
 var MessageSchema []byte
+
+// ChangeSchema is the JSON Schema of a record on the changes topic.
+//
+//go:embed change.schema.json
+var ChangeSchema []byte

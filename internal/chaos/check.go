@@ -86,7 +86,7 @@ type projRow struct {
 func (s *system) projections(ctx context.Context) (map[string]projRow, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT resource_id, coalesce(status, ''), provider_version, coalesce((state->>'cancel_at_period_end')::boolean, false)
-FROM subscription_projection
+FROM projection
 WHERE environment = $1 AND ((provider = 'stripe' AND source_account = $2) OR (provider = 'chargebee' AND source_account = $3))`,
 		environmentName, stripeAccount, cbSite)
 	if err != nil {

@@ -197,6 +197,7 @@ endpoints:
     secrets: [%q]
 kafka:
   topic: %s
+  changes_topic: %s.changes
   partitions: %d
   group: %s
 processor:
@@ -208,7 +209,7 @@ relay:
   poll_interval: 100ms
 `, stripeEndpoint, stripeAccount, environmentName, s.stripeSecret, s.apiKey,
 		cbEndpoint, cbSite, environmentName, s.cbUser+":"+s.cbPass,
-		s.topic, s.cfg.Partitions, s.group, s.cfg.ReconcileInterval)
+		s.topic, s.topic, s.cfg.Partitions, s.group, s.cfg.ReconcileInterval)
 	return os.WriteFile(s.configPath(), []byte(conf), 0o600)
 }
 

@@ -51,7 +51,7 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 		if err != nil || len(pos) != 5 {
 			return usageErr("actions show PROVIDER ACCOUNT ENV SUBJECT KIND%s", errSuffix(err))
 		}
-		sh, err := action.Show(ctx, e.pool, actionKey(pos))
+		sh, err := action.Show(ctx, e.pool, actionKey(pos), e.cfg.Effects.Declare)
 		if err != nil {
 			return err
 		}

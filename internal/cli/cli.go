@@ -26,6 +26,9 @@ const (
 	client
 	// ops is an operation on the database: a migrated pool, no tracing.
 	ops
+	// stream is about the changes topic: no tracing, and no pool unless
+	// the command opens one itself.
+	stream
 )
 
 // Main runs the binary and returns its exit code.
@@ -100,7 +103,7 @@ func run(ctx context.Context, name string, args []string, cfg *config.Config, lo
 		return usageErr("unknown command %q", name)
 	}
 	e := &env{cfg: cfg, log: log, reg: newRegistry()}
-	if cmd.kind == client {
+	if cmd.kind == client || cmd.kind == stream {
 		return cmd.run(ctx, e, args, stdout)
 	}
 	if cmd.kind == service {

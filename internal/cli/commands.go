@@ -21,6 +21,7 @@ var heading = []struct {
 	{service, "Services (scale each separately):"},
 	{client, "Proof:"},
 	{ops, "Operations:"},
+	{stream, "Changes out:"},
 }
 
 // command is one subcommand of the binary. Dispatch, the checks before it
@@ -155,6 +156,16 @@ var commands = []command{
 	{name: "fence", kind: ops, run: fenceCmd,
 		usage: `  fence status                             partition generations and the fenced partition count
   fence resize -partitions N [-force]      grow the topic and re-fence (processors stopped, lag 0)
+`},
+
+	{name: "changes", kind: stream, run: changesCmd,
+		usage: `  changes tail [-type T] [-account A] [-provider P] [-environment E] [-from-beginning]
+                                           follow the compacted changes topic (kafka.changes_topic), one JSON
+                                           line per applied projection change; -from-beginning replays
+                                           every current projection first
+  changes republish [-batch N]             queue every stored projection on the changes topic again
+                                           (decision "current"; opens DATABASE_URL): after an upgrade,
+                                           for projections stored before changes were published
 `},
 }
 

@@ -29,7 +29,7 @@ func TestEraseCommandErasesOnlyTheSelectedAccountAndIsAudited(t *testing.T) {
 
 	var left int
 	require.NoError(t, e.schema.Pool.QueryRow(t.Context(),
-		`SELECT count(*) FROM webhook_inbox WHERE payload IS NOT NULL AND source_account = 'site_b'`).Scan(&left))
+		`SELECT count(*) FROM webhook_inbox WHERE body_at IS NOT NULL AND source_account = 'site_b'`).Scan(&left))
 	require.Equal(t, 1, left, "another account keeps its events")
 	u, err := user.Current()
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ VALUES ('chargebee', 'site', 'live', 'ev_new', 'ep', 'subscription_cancelled', '
         '{"id":"ev_old","occurred_at":1700000000}', 'processed', 'stale', now() - interval '1 minute', now())`)
 	require.NoError(t, err)
 	_, err = s.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, provider_version, state, status, fence_generation, source_event_id)
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, provider_version, state, status, fence_generation, source_event_id)
 VALUES ('chargebee', 'site', 'live', 'subscription', 'sub_1', 200, '{"id":"sub_1","status":"cancelled"}', 'cancelled', 1, 'ev_new')`)
 	require.NoError(t, err)
 	_, err = s.Pool.Exec(ctx, `

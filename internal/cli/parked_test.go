@@ -13,7 +13,7 @@ import (
 func seedParked(t *testing.T, e *cliEnv) {
 	t.Helper()
 	_, err := e.schema.Pool.Exec(t.Context(), `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, provider_version, state, status,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, provider_version, state, status,
                                      fence_generation, needs_reconcile, needs_reconcile_reason, parked_at, reconcile_checked_at)
 VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_conf', 9, '{}', 'active', 1, true,
         'version conflict: another snapshot of v9 (event ev_b) differs; first one kept', now() - interval '2 hours', now() - interval '1 hour'),

@@ -87,6 +87,10 @@ func runProcessor(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
+	feed, err := e.subscriberFeeder(brokers(e.cfg))
+	if err != nil {
+		return err
+	}
 	// Readiness is true once the processor owns its assignment, false
 	// while it waits for brokers, topic or group, and false again when it
 	// stopped for good (the topic's partition count changed).
@@ -94,6 +98,7 @@ func runProcessor(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return p.Run(ctx) })
 		g.Go(func() error { return snd.Run(ctx) })
+		g.Go(func() error { return feed(ctx) })
 		return g.Wait()
 	}, p.Check)
 }
@@ -103,7 +108,18 @@ func runEffects(ctx context.Context, e *env, _ []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return withMetrics(ctx, e, snd.Run)
+	// The changes topic's subscribers are fed where their deliveries are
+	// sent.
+	feed, err := e.subscriberFeeder(brokers(e.cfg))
+	if err != nil {
+		return err
+	}
+	return withMetrics(ctx, e, func(ctx context.Context) error {
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return snd.Run(ctx) })
+		g.Go(func() error { return feed(ctx) })
+		return g.Wait()
+	})
 }
 
 func runReconciler(ctx context.Context, e *env, _ []string, _ io.Writer) error {

@@ -36,6 +36,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
 	"github.com/hookyard/hookyard/pkg/retention"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 	"github.com/hookyard/hookyard/pkg/topic"
 	"github.com/hookyard/hookyard/processor"
 	"github.com/hookyard/hookyard/receiver"
@@ -134,7 +135,10 @@ func ensureTopic(ctx context.Context, cfg *config.Config, seeds []string) error 
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	_, err = topic.Ensure(ctx, cl, cfg.Kafka.Topic, cfg.Kafka.Partitions, cfg.Kafka.Replication)
+	if _, err = topic.Ensure(ctx, cl, cfg.Kafka.Topic, cfg.Kafka.Partitions, cfg.Kafka.Replication); err != nil {
+		return err
+	}
+	_, err = topic.EnsureCompacted(ctx, cl, cfg.Kafka.ChangesTopic, cfg.Kafka.Partitions, cfg.Kafka.Replication)
 	return err
 }
 
@@ -149,7 +153,8 @@ func (e *env) receiver() (*receiver.Receiver, error) {
 
 func (e *env) relay(seeds []string) (*outboxrelay.Relay, error) {
 	rc := e.cfg.Relay
-	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Registerer: e.reg,
+	return outboxrelay.New(e.pool, e.log, outboxrelay.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic,
+		ChangesTopic: e.cfg.Kafka.ChangesTopic, Registerer: e.reg,
 		BatchSize: rc.BatchSize, InFlight: rc.InFlight, PollInterval: rc.PollInterval, ProduceTimeout: rc.ProduceTimeout,
 		TopicPartitions: e.cfg.Kafka.Partitions, TopicReplication: e.cfg.Kafka.Replication})
 }
@@ -199,13 +204,14 @@ func (e *env) processor(seeds []string, stripeBase string) (*processor.Processor
 	if err != nil {
 		return nil, err
 	}
-	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic, Group: e.cfg.Kafka.Group,
+	return processor.New(e.pool, e.log, processor.Config{Brokers: seeds, Topic: e.cfg.Kafka.Topic,
+		ChangesTopic: e.cfg.Kafka.ChangesTopic, Group: e.cfg.Kafka.Group,
 		Endpoints: e.cfg.Endpoints, RetryWindow: e.cfg.Processor.RetryWindow, MaxAttempts: e.cfg.Processor.MaxAttempts,
 		BackoffBase: e.cfg.Processor.BackoffBase, BackoffMax: e.cfg.Processor.BackoffMax,
 		PartitionCheckInterval: e.cfg.Processor.PartitionCheckInterval, Registerer: e.reg,
 		SessionTimeout: e.cfg.Processor.SessionTimeout, HeartbeatInterval: e.cfg.Processor.HeartbeatInterval,
 		RebalanceTimeout: e.cfg.Processor.RebalanceTimeout,
-		Facts:            e.cfg.Facts, StateFields: e.cfg.Projection.StateFields,
+		Facts:            e.cfg.Facts, Effects: e.cfg.Effects.Declare, StateFields: e.cfg.Projection.StateFields,
 		Fetchers: fetchers(conns)})
 }
 
@@ -254,18 +260,43 @@ func (e *env) newReconciler(stripeBase string, interval time.Duration, kafka *kg
 // runs idle and receipts stay pending.
 func (e *env) effects() (*effects.Sender, error) {
 	ec := e.cfg.Effects
-	return effects.New(e.pool, e.log, effects.Config{ReceiptURL: ec.ReceiptURL, Timeout: ec.Timeout, BatchSize: ec.BatchSize,
+	return effects.New(e.pool, e.log, effects.Config{ReceiptURL: ec.ReceiptURL, Effects: ec.Declare, Timeout: ec.Timeout, BatchSize: ec.BatchSize,
 		PollInterval: ec.PollInterval, BackoffBase: ec.BackoffBase, BackoffMax: ec.BackoffMax, MaxAttempts: ec.MaxAttempts,
-		Registerer: e.reg})
+		Subscribers: e.cfg.Changes.Subscribers, Registerer: e.reg})
+}
+
+// subscriberFeeder builds the runner of the changes topic's subscriber
+// feeder (package subscriber), wherever the effects sender runs; without
+// subscribers it returns at once.
+func (e *env) subscriberFeeder(seeds []string) (func(context.Context) error, error) {
+	if len(e.cfg.Changes.Subscribers) == 0 {
+		return func(context.Context) error { return nil }, nil
+	}
+	f, err := subscriber.NewFeeder(e.pool, e.log, subscriber.FeederConfig{Brokers: seeds, Topic: e.cfg.Kafka.ChangesTopic,
+		Subscribers: e.cfg.Changes.Subscribers})
+	if err != nil {
+		return nil, err
+	}
+	return f.Run, nil
 }
 
 // actionsWaiting says, per action kind, why actions of that kind are not
 // being sent, for explain and `actions show`.
 func actionsWaiting(cfg *config.Config) map[string]string {
-	if cfg.Effects.ReceiptURL == "" {
-		return map[string]string{action.KindReceipt: effects.ReasonNoURL}
+	var out map[string]string
+	for _, ef := range cfg.Effects.Declare.With(action.DefaultEffects) {
+		if ef.URL != "" || (ef.Kind == action.KindReceipt && cfg.Effects.ReceiptURL != "") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[ef.Kind] = effects.ReasonNoURL
+		if ef.Kind != action.KindReceipt {
+			out[ef.Kind] = "no url configured for effect " + ef.Kind + " (effects.declare url or url_env): its actions stay pending"
+		}
 	}
-	return nil
+	return out
 }
 
 // opsAPI builds the query/ops API and the runner of its jobs; run both.
@@ -273,7 +304,7 @@ func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
 	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
 	auth := opsAuth(e.cfg)
 	ops := api.New(e.pool, e.log, api.Config{Auth: auth, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Jobs: jobs,
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Effects: e.cfg.Effects.Declare, Jobs: jobs,
 		MinPurgeAge: e.cfg.Retention.MinPurgeAge, AuditAge: e.cfg.Retention.AuditAge})
 	e.mountConsole(ops, jobs, auth)
 	return ops, jobs
@@ -315,8 +346,12 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 			return fmt.Errorf("start embedded kafka on %s: %w", config.KafkaAddrDefault, err)
 		}
 		defer cluster.Close()
+		if err := cluster.CreateTopic(e.cfg.Kafka.ChangesTopic, e.cfg.Kafka.Partitions, map[string]string{"cleanup.policy": "compact"}); err != nil {
+			return fmt.Errorf("create topic %s on the embedded kafka: %w", e.cfg.Kafka.ChangesTopic, err)
+		}
 		seeds = cluster.ListenAddrs()
-		e.log.InfoContext(ctx, "embedded kafka", slog.Any("addrs", seeds), slog.String("topic", e.cfg.Kafka.Topic))
+		e.log.InfoContext(ctx, "embedded kafka", slog.Any("addrs", seeds), slog.String("topic", e.cfg.Kafka.Topic),
+			slog.String("changes_topic", e.cfg.Kafka.ChangesTopic))
 	} else if err := ensureTopic(ctx, e.cfg, seeds); err != nil {
 		return err
 	}
@@ -350,12 +385,17 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 	if err != nil {
 		return err
 	}
+	feed, err := e.subscriberFeeder(seeds)
+	if err != nil {
+		return err
+	}
 	ops, jobs := e.opsAPI()
 	g.Go(func() error { return rcv.Run(ctx) })
 	g.Go(func() error { return rel.Run(ctx) })
 	g.Go(func() error { return proc.Run(ctx) })
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return snd.Run(ctx) })
+	g.Go(func() error { return feed(ctx) })
 	g.Go(func() error { return health.Serve(ctx, ops, e.cfg.OpsAddr, e.log) })
 	g.Go(func() error { return jobs.Run(ctx) })
 	if embedded {

@@ -17,15 +17,8 @@ const (
 )
 
 // KindReceipt is the receipt of a paid invoice; its subject is the invoice
-// id and its fact the invoice_paid fact of that id.
+// id and its fact the invoice_paid fact of that id (DefaultEffects).
 const KindReceipt = "receipt"
-
-// factTypes maps an action kind to the fact it is about.
-var factTypes = map[string]string{KindReceipt: "invoice_paid"}
-
-// FactType is the type of the fact an action of kind is about ("" for an
-// unknown kind).
-func FactType(kind string) string { return factTypes[kind] }
 
 // Sentinel errors.
 var (

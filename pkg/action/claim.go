@@ -26,8 +26,12 @@ type Claimed struct {
 	EventID     string
 	// Interrupted: the previous sender's lease expired mid-attempt.
 	Interrupted bool
-	// Fact is the fact the action is about; nil when none is recorded.
+	// Fact is the fact the action is about; nil when none is recorded (or
+	// the action is about no fact).
 	Fact *fact.Fact
+	// Body is the body stored with the action (a transition's); nil when
+	// it is derived from Fact.
+	Body []byte
 	// TraceParent is the recording event's W3C traceparent ("" untraced).
 	TraceParent string
 }
@@ -68,7 +72,48 @@ WITH due AS (
     ORDER BY next_attempt_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
-), claimed AS (
+)` + claimTail
+
+// claimOrderedSQL is claimSQL for an ordered kind (a subscriber's changes):
+// an action is due only when no earlier action of its stream (same kind,
+// account and order_key, lower order_seq) is unsettled — pending, sending,
+// failed, ambiguous or dead. The probe is one descent of action_order_open
+// per candidate, every stream column in its index condition. The walk of
+// action_due passes the candidates blocked behind their stream's head, so
+// a claim costs more the deeper the backlog per resource
+// (BenchmarkOrderedClaim). A dead action blocks its stream until it is replayed: a
+// subscriber never receives a resource's later change in place of an
+// earlier one it missed.
+//
+// The probe reads the statement's snapshot: an earlier action settled
+// after it began still blocks, until the next claim; never the other way
+// round, since an unsettled action only becomes settled. Two senders
+// claiming at once both see the earlier action unsettled, so neither takes
+// the later one.
+const claimOrderedSQL = `
+WITH due AS (
+    SELECT a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status
+    FROM action a
+    WHERE a.status IN ('pending', 'sending', 'failed', 'ambiguous') AND a.next_attempt_at <= now()
+      AND a.kind = $1
+      AND NOT EXISTS (
+          SELECT 1 FROM action e
+          WHERE e.kind = a.kind AND e.provider = a.provider AND e.source_account = a.source_account
+            AND e.environment = a.environment AND e.order_key = a.order_key AND e.order_seq < a.order_seq
+            AND e.order_key IS NOT NULL AND e.status IN ('pending', 'sending', 'failed', 'ambiguous', 'dead')
+          -- OFFSET 0 keeps the probe a correlated subplan: pulled up into
+          -- an anti join, it was planned (no statistics: one row expected)
+          -- as a scan of the kind's every open ordered row per candidate,
+          -- with the stream's columns as a join filter.
+          OFFSET 0)
+    ORDER BY a.next_attempt_at
+    LIMIT $2
+    FOR UPDATE OF a SKIP LOCKED
+)` + claimTail
+
+// claimTail takes the lease of the due rows and joins their facts; see
+// claimSQL.
+const claimTail = `, claimed AS (
     UPDATE action a SET
         status = CASE WHEN d.status = 'sending' AND a.attempts - a.attempts_at_replay >= $4 THEN 'dead' ELSE 'sending' END,
         attempts = CASE WHEN d.status = 'sending' AND a.attempts - a.attempts_at_replay >= $4 THEN a.attempts ELSE a.attempts + 1 END,
@@ -83,20 +128,33 @@ WITH due AS (
       AND a.subject_id = d.subject_id AND a.kind = d.kind
     RETURNING a.provider, a.source_account, a.environment, a.subject_id, a.kind, a.status, a.attempts,
               a.attempts - a.attempts_at_replay AS since_replay, a.event_id,
-              d.status = 'sending' AS interrupted, coalesce(a.trace_parent, '') AS trace_parent
+              d.status = 'sending' AS interrupted, coalesce(a.trace_parent, '') AS trace_parent, a.body
 )
 SELECT c.provider, c.source_account, c.environment, c.subject_id, c.kind, c.status, c.attempts, c.since_replay, c.event_id,
-       c.interrupted, c.trace_parent,
+       c.interrupted, c.trace_parent, c.body,
        f.fact_type, f.resource_type, f.resource_id, f.event_id, f.recorded_at, f.data
 FROM claimed c
--- a receipt is about the invoice_paid fact of its invoice (factTypes)
-LEFT JOIN fact f ON c.kind = 'receipt' AND f.provider = c.provider AND f.source_account = c.source_account
-    AND f.environment = c.environment AND f.fact_type = 'invoice_paid' AND f.fact_id = c.subject_id`
+-- a fact's effect is about the fact of its declared type ($6) whose id is
+-- its subject; a transition's ($6 = '') joins no fact
+LEFT JOIN fact f ON $6 <> '' AND f.provider = c.provider AND f.source_account = c.source_account
+    AND f.environment = c.environment AND f.fact_type = $6 AND f.fact_id = c.subject_id`
 
 // Claim takes the lease of up to limit due actions of kind and returns
-// them with their facts.
-func Claim(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Lease) ([]Claimed, error) {
-	rows, err := pool.Query(ctx, claimSQL, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID)
+// them with their facts of type factType (the kind's declared on_fact; ""
+// for a transition's effect, which carries its body).
+func Claim(ctx context.Context, pool *pgxpool.Pool, kind, factType string, limit int, l Lease) ([]Claimed, error) {
+	return claim(ctx, pool, claimSQL, kind, factType, limit, l)
+}
+
+// ClaimOrdered is Claim for an ordered kind (a subscriber's changes, see
+// OrderedRecord): it takes no action while an earlier one of the same
+// stream is unsettled (claimOrderedSQL). Its actions carry their bodies.
+func ClaimOrdered(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Lease) ([]Claimed, error) {
+	return claim(ctx, pool, claimOrderedSQL, kind, "", limit, l)
+}
+
+func claim(ctx context.Context, pool *pgxpool.Pool, sql, kind, factType string, limit int, l Lease) ([]Claimed, error) {
+	rows, err := pool.Query(ctx, sql, kind, limit, l.For.Milliseconds(), l.MaxAttempts, l.SenderID, factType)
 	if err != nil {
 		return nil, fmt.Errorf("claim due actions: %w", err)
 	}
@@ -105,8 +163,12 @@ func Claim(ctx context.Context, pool *pgxpool.Pool, kind string, limit int, l Le
 		var factType, resType, resID, factEvent *string
 		var recorded *time.Time
 		var data []byte
+		var body *string
 		err := row.Scan(&c.Key.Provider, &c.Key.SourceAccount, &c.Key.Environment, &c.Key.SubjectID, &c.Key.Kind,
-			&c.Status, &c.Attempts, &c.SinceReplay, &c.EventID, &c.Interrupted, &c.TraceParent, &factType, &resType, &resID, &factEvent, &recorded, &data)
+			&c.Status, &c.Attempts, &c.SinceReplay, &c.EventID, &c.Interrupted, &c.TraceParent, &body, &factType, &resType, &resID, &factEvent, &recorded, &data)
+		if body != nil {
+			c.Body = []byte(*body)
+		}
 		if err == nil && factType != nil {
 			c.Fact = &fact.Fact{Provider: c.Key.Provider, SourceAccount: c.Key.SourceAccount, Environment: c.Key.Environment,
 				Type: *factType, ID: c.Key.SubjectID, ResourceType: *resType, ResourceID: *resID, EventID: *factEvent,

@@ -1,6 +1,8 @@
 // Package action owns the action table: the external effects the processor
-// records (today the receipt of a paid invoice), each under a stable key
-// (see Key.String), and every statement that reads or writes them — the
+// records, each under a stable key (see Key.String), and the effects'
+// declarations (Effect: on a fact, like the receipt of a paid invoice, or
+// on a projection transition, whose body is stored with the action), and
+// every statement that reads or writes them — the
 // processor's insert (QueueRecord, queued into its batch transaction), the
 // sender's claim and settle, and the operators' list, show and replay.
 //
@@ -20,6 +22,12 @@
 // is still sending under the same attempt number (the attempt number is the
 // claim's token: it only grows, a replay included); a sender that lost its
 // lease writes nothing, and the action's next owner sends it again.
+//
+// An ordered kind (a subscriber's changes, OrderedRecord) has streams:
+// its actions carry an order_key (the resource) and an order_seq drawn at
+// the insert, and ClaimOrdered takes an action only when no earlier action
+// of its stream is unsettled, dead included (dead blocks the stream until
+// it is replayed).
 //
 // Two statements here also read fact, the table of package fact: the claim
 // joins each claimed action's fact, and ForResource finds a resource's

@@ -93,9 +93,11 @@ type Shown struct {
 	Waiting string `json:"waiting,omitempty"`
 }
 
-// Show reads one action, whatever its status, with its fact. It returns
+// Show reads one action, whatever its status, with its fact: the fact of
+// the kind's declared type in effects (DefaultEffects' when effects does
+// not declare the kind; none for a transition's effect). It returns
 // ErrNotFound when there is none.
-func Show(ctx context.Context, pool *pgxpool.Pool, k Key) (Shown, error) {
+func Show(ctx context.Context, pool *pgxpool.Pool, k Key, effects Effects) (Shown, error) {
 	rows, err := pool.Query(ctx, `SELECT `+actionColumns+` FROM action
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND subject_id = $4 AND kind = $5`,
 		k.Provider, k.SourceAccount, k.Environment, k.SubjectID, k.Kind)
@@ -110,8 +112,12 @@ WHERE provider = $1 AND source_account = $2 AND environment = $3 AND subject_id 
 		return Shown{}, fmt.Errorf("show action %s: %w", k, err)
 	}
 	out := Shown{Action: a}
+	factType := effects.With(DefaultEffects).FactType(k.Kind)
+	if factType == "" {
+		return out, nil
+	}
 	f, err := fact.Get(ctx, pool, fact.Key{Provider: k.Provider, SourceAccount: k.SourceAccount, Environment: k.Environment,
-		Type: factTypes[k.Kind], ID: k.SubjectID})
+		Type: factType, ID: k.SubjectID})
 	switch {
 	case errors.Is(err, fact.ErrNotFound):
 	case err != nil:
@@ -149,7 +155,7 @@ func ReplayDead(ctx context.Context, pool *pgxpool.Pool, k Key) error {
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	sh, err := Show(ctx, pool, k)
+	sh, err := Show(ctx, pool, k, nil)
 	if err != nil {
 		return err
 	}

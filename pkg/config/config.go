@@ -19,6 +19,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/registry"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 )
 
 // Defaults of the environment.
@@ -35,7 +36,9 @@ const (
 	// start instead of failing every fetch.
 	StripeAPIKeyDevDefault = "sk_test_hookyard_dev"
 	TopicDefault           = "hookyard.events"
-	PartitionsDefault      = 12
+	// ChangesTopicDefault is the compacted topic of projection changes.
+	ChangesTopicDefault = "hookyard.changes"
+	PartitionsDefault   = 12
 )
 
 // Config is the whole configuration.
@@ -49,6 +52,7 @@ type Config struct {
 	Relay     Relay               `yaml:"relay"`
 	Retention Retention           `yaml:"retention"`
 	Effects   Effects             `yaml:"effects"`
+	Changes   Changes             `yaml:"changes"`
 	Ops       Ops                 `yaml:"ops"`
 	// Facts declare the fields each fact type keeps (fact.Declaration).
 	// Defaults to fact.Defaults; an entry replaces the default of its
@@ -80,6 +84,11 @@ type Config struct {
 type Kafka struct {
 	// Topic defaults to TopicDefault.
 	Topic string `yaml:"topic"`
+	// ChangesTopic is the compacted topic (cleanup.policy=compact) every
+	// applied projection change is published to, under the resource's key;
+	// created with Partitions and Replication like Topic. Defaults to
+	// ChangesTopicDefault.
+	ChangesTopic string `yaml:"changes_topic"`
 	// Partitions is used when the topic is created. Defaults to PartitionsDefault.
 	Partitions int32 `yaml:"partitions"`
 	// Replication is used when the topic is created. Defaults to -1: the
@@ -201,6 +210,23 @@ type Effects struct {
 	// MaxAttempts is how many attempts an action gets (again after each
 	// replay) before it is dead. Defaults to 20 (about 5 to 9 hours).
 	MaxAttempts int `yaml:"max_attempts"`
+	// Declare are the declared effects (action.Effect): a kind, what
+	// causes it (on_fact: a fact type, or on: a projection transition) and
+	// its url (or url_env). Defaults to action.DefaultEffects: the receipt
+	// on invoice_paid, POSTed to receipt_url; an entry replaces the default
+	// of its kind.
+	Declare action.Effects `yaml:"declare"`
+}
+
+// Changes configures what leaves the changes topic besides Kafka.
+type Changes struct {
+	// Subscribers receive every change they take as a Standard Webhooks
+	// POST, signed with their key (subscriber.Subscriber: name, url or
+	// url_env, secret_env, types, accounts), through the effects sender:
+	// one action per change and subscriber, in order per resource. Plain
+	// http to another host than loopback is refused outside `hookyard dev`
+	// unless effects.allow_http. Defaults to none.
+	Subscribers subscriber.Subscribers `yaml:"subscribers"`
 }
 
 // Retention options.
@@ -368,6 +394,20 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	c.GitHubAPIBase = env("GITHUB_API_BASE", "")
 	c.StripeAPIKey = env("STRIPE_API_KEY", "")
 	c.Effects.ReceiptURL = env("RECEIPT_WEBHOOK_URL", c.Effects.ReceiptURL)
+	for i := range c.Effects.Declare {
+		if ef := &c.Effects.Declare[i]; ef.URLEnv != "" {
+			ef.URL = env(ef.URLEnv, ef.URL)
+		}
+	}
+	for i := range c.Changes.Subscribers {
+		sub := &c.Changes.Subscribers[i]
+		if sub.URLEnv != "" {
+			sub.URL = env(sub.URLEnv, sub.URL)
+		}
+		if sub.SecretEnv != "" {
+			sub.Secret = env(sub.SecretEnv, "")
+		}
+	}
 	if b := env("KAFKA_BROKERS", ""); b != "" {
 		for _, s := range strings.Split(b, ",") {
 			if s = strings.TrimSpace(s); s != "" {
@@ -376,6 +416,7 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 		}
 	}
 	c.Kafka.Topic = cmp.Or(c.Kafka.Topic, TopicDefault)
+	c.Kafka.ChangesTopic = cmp.Or(c.Kafka.ChangesTopic, ChangesTopicDefault)
 	c.Kafka.Partitions = cmp.Or(c.Kafka.Partitions, PartitionsDefault)
 	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, -1)
 	c.Kafka.Group = cmp.Or(c.Kafka.Group, "hookyard-processor")
@@ -508,6 +549,17 @@ func (c *Config) validate(r reads) error {
 	}
 	if err := c.Facts.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := c.Effects.Declare.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := c.Changes.Subscribers.Validate(r.subscriberSecrets); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	for _, sub := range c.Changes.Subscribers {
+		if c.Effects.Declare.Find(sub.Kind()) != nil {
+			errs = append(errs, fmt.Errorf("config: effects.declare kind %s is also changes subscriber %s's kind", sub.Kind(), sub.Name))
+		}
 	}
 	for i, f := range c.Projection.StateFields {
 		if strings.TrimSpace(f) == "" {

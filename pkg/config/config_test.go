@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/config"
+	"github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
@@ -541,4 +544,189 @@ endpoints:
 	require.Equal(t, config.IdentityAgeDefault, c.Retention.IdentityAge)
 	require.Equal(t, config.DeadPayloadAgeDefault, c.Retention.DeadPayloadAge)
 	require.Equal(t, config.PartitionIntervalDefault, c.Retention.PartitionInterval)
+}
+
+// Declared effects are read with their causes, a url_env's variable wins
+// over url, and an effect without exactly one cause is refused naming its
+// entry. The example config's declarations (the built-in facts and the
+// receipt, written out) parse and validate. Fails if effects.declare is
+// not read, its variables not resolved or its entries not checked.
+func TestEffectDeclarationsAreReadResolvedAndChecked(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+facts:
+  - provider: stripe
+    type: charge_refunded
+    on: [charge.refunded]
+    resource: {type: customer, id: customer}
+    fields: [id, amount_refunded]
+effects:
+  declare:
+    - kind: receipt
+      on_fact: invoice_paid
+      url_env: RECEIPT_WEBHOOK_URL
+    - kind: subscription_canceled
+      on: {type: subscription, field: status, to: canceled}
+      url: https://a.example.com/x
+      url_env: CANCEL_URL
+`), lookup(map[string]string{"RECEIPT_WEBHOOK_URL": "https://r.example.com/", "CANCEL_URL": "https://c.example.com/"}))
+	require.NoError(t, err)
+	require.Len(t, c.Effects.Declare, 2)
+	require.Equal(t, "https://r.example.com/", c.Effects.Declare[0].URL)
+	require.Equal(t, "https://c.example.com/", c.Effects.Declare[1].URL, "url_env wins over url")
+	require.Equal(t, "canceled", c.Effects.Declare[1].On.To)
+	require.Equal(t, "customer", c.Facts[0].Resource.Type)
+
+	_, err = config.Parse([]byte(`
+effects:
+  declare:
+    - kind: x
+    - kind: y
+      on: {type: subscription}
+`), lookup(nil))
+	require.ErrorContains(t, err, "effects.declare[0]: exactly one of on_fact and on is required")
+	require.ErrorContains(t, err, "effects.declare[1].on: exactly one of to and deleted is required")
+
+	raw, err := os.ReadFile("../../hookyard.example.yaml")
+	require.NoError(t, err)
+	var example struct {
+		Facts   fact.Declarations `yaml:"facts"`
+		Effects struct {
+			Declare action.Effects `yaml:"declare"`
+		} `yaml:"effects"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &example))
+	require.NoError(t, example.Facts.Validate())
+	require.NoError(t, example.Effects.Declare.Validate())
+	// The example writes out the defaults: it declares what a config
+	// without facts gets.
+	require.Equal(t, fact.Declarations(nil).With(fact.Defaults), example.Facts.With(fact.Defaults))
+}
+
+// A declared effect's URL goes to another host as a receipt's does: outside
+// dev, plain http to another host is refused naming the entry unless
+// allowed. Fails if declared URLs skip the production check.
+func TestDeclaredEffectURLsArePlainHTTPOnlyOnLoopbackOrWhenAllowed(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "CANCEL_URL": "http://crm.internal/hook"}
+	doc := "effects:\n  declare:\n    - kind: subscription_canceled\n      on: {type: subscription, to: canceled}\n      url_env: CANCEL_URL\n"
+	c, err := config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, "effects.declare[0] (subscription_canceled) url is plain http")
+	c, err = config.Parse([]byte(doc+"  allow_http: true\n"), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+	env["CANCEL_URL"] = "http://127.0.0.1:9/hook"
+	c, err = config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+}
+
+// An endpoint's project names only what its provider can project: a Stripe
+// type the client cannot fetch, or a GitHub type but pull_request, is an
+// error naming the endpoint's key, not a projection that never comes.
+func TestProjectNamesOnlyWhatTheProviderProjects(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte(`
+endpoints:
+  - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [subscription, customer, invoice]}
+  - {id: b, provider: chargebee, source_account: site, environment: test, secrets: ["u:p"], project: [customer]}
+  - {id: n, provider: chargebee, source_account: site2, environment: test, secrets: ["u:p"], project: []}
+`), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, []string{"subscription", "customer", "invoice"}, c.Endpoints[0].Project)
+	require.Equal(t, []string{"customer"}, c.Endpoints[1].Project)
+	// An empty list projects nothing, unlike no list (the provider's default).
+	require.NotNil(t, c.Endpoints[2].Project)
+	require.False(t, c.Endpoints[2].Projects("subscription", nil))
+
+	_, err = config.Parse([]byte(`
+endpoints:
+  - {id: a, provider: stripe, source_account: acct_a, environment: test, secrets: [whsec_a], project: [customer, discount]}
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request, issue]}
+`), lookup(nil))
+	require.ErrorContains(t, err, `endpoints[0].project[1] "discount" is not a Stripe object`)
+	require.ErrorContains(t, err, `endpoints[1].project: GitHub "issue" is not projected; projectable: pull_request`)
+	// Pull requests are: the processor fetches them.
+	_, err = config.Parse([]byte(`
+endpoints:
+  - {id: c, provider: github, source_account: org, environment: prod, secrets: ["s"], project: [pull_request]}
+`), lookup(nil))
+	require.NoError(t, err)
+}
+
+// A Standard Webhooks endpoint's fetch API carries the sender's token and
+// the resource's state: outside dev, plain http to another host is refused
+// naming the endpoint; https and loopback pass. A URL without {id} is
+// refused when the config is read. Fails if either check is removed.
+func TestFetchURLIsCheckedAtStart(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef"}
+	doc := func(u string) []byte {
+		return []byte("endpoints:\n  - id: sender\n    provider: standard-webhooks\n    source_account: a\n    environment: live\n" +
+			"    secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=]\n" +
+			"    paths: {resource_id: data.id}\n    fetch: {url: \"" + u + "\", token_env: SENDER_API_TOKEN}\n")
+	}
+	c, err := config.Parse(doc("http://api.sender.example/v1/{id}"), lookup(env))
+	require.NoError(t, err)
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, `endpoints[0].fetch.url (endpoint "sender") is plain http`)
+	for _, ok := range []string{"https://api.sender.example/v1/{id}", "http://127.0.0.1:9/v1/{type}s/{id}"} {
+		c, err = config.Parse(doc(ok), lookup(env))
+		require.NoError(t, err)
+		require.NoError(t, c.CheckProduction(), ok)
+	}
+	_, err = config.Parse(doc("https://api.sender.example/v1/contacts"), lookup(env))
+	require.ErrorContains(t, err, "fetch.url must contain {id}")
+}
+
+// A changes subscriber's URL and key come from their variables; a key the
+// Standard Webhooks library cannot use refuses the config naming the entry
+// and the variable; outside dev, plain http to another host is refused
+// unless effects.allow_http. Fails if changes.subscribers skips the
+// loading of its variables, the key check or the production check.
+func TestChangesSubscribersComeFromTheirVariablesAndAreChecked(t *testing.T) {
+	t.Parallel()
+	key := "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+	env := map[string]string{"OPS_TOKEN": "0123456789abcdef0123456789abcdef", "BILLING_URL": "http://billing.internal/changes", "BILLING_SECRET": key}
+	doc := "changes:\n  subscribers:\n    - name: billing\n      url_env: BILLING_URL\n      secret_env: BILLING_SECRET\n      types: [subscription]\n"
+	c, err := config.Parse([]byte(doc), lookup(env))
+	require.NoError(t, err)
+	require.Len(t, c.Changes.Subscribers, 1)
+	require.Equal(t, "http://billing.internal/changes", c.Changes.Subscribers[0].URL)
+	require.Equal(t, key, c.Changes.Subscribers[0].Secret)
+	require.Equal(t, "change:billing", c.Changes.Subscribers[0].Kind())
+	err = c.CheckProduction()
+	require.ErrorIs(t, err, config.ErrDevDefault)
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing) url is plain http")
+	c, err = config.Parse([]byte(doc+"effects:\n  allow_http: true\n"), lookup(env))
+	require.NoError(t, err)
+	require.NoError(t, c.CheckProduction())
+
+	env["BILLING_SECRET"] = "whsec_c2hvcnQ="
+	_, err = config.Parse([]byte(doc), lookup(env))
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing): secret from BILLING_SECRET")
+	delete(env, "BILLING_SECRET")
+	_, err = config.Parse([]byte(doc), lookup(env))
+	require.ErrorContains(t, err, "changes.subscribers[0] (billing): secret from BILLING_SECRET: empty")
+}
+
+// A subscriber's signing key is read only by the services that sign
+// (effects, the processor that also sends, dev): a receiver or a relay
+// starts without it, the sender does not. Fails if every service asks for
+// every subscriber's key.
+func TestSubscriberKeysAreAskedOnlyOfServicesThatSign(t *testing.T) {
+	t.Parallel()
+	doc := []byte("changes:\n  subscribers:\n    - name: billing\n      url: https://billing.internal/changes\n      secret_env: BILLING_SECRET\n")
+	for _, svc := range []string{"receiver", "outbox-relay", "reconciler", "api", "migrate"} {
+		_, err := config.ParseService(doc, lookup(nil), svc)
+		require.NoError(t, err, svc)
+	}
+	for _, svc := range []string{"effects", "processor", ""} {
+		_, err := config.ParseService(doc, lookup(nil), svc)
+		require.ErrorContains(t, err, "secret from BILLING_SECRET: empty", svc)
+	}
 }

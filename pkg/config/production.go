@@ -53,28 +53,32 @@ type reads struct {
 	apiKeys bool
 	// opsToken: it serves the query/ops API.
 	opsToken bool
+	// subscriberSecrets: it signs changes for their subscribers (the
+	// effects sender, which the processor also runs).
+	subscriberSecrets bool
 }
 
-// serviceReads derives from internal/cli what each long-running service
-// and migrate use: only the receiver verifies signatures, only the
+// serviceReads derives from internal/cli what each long-running service,
+// migrate and changes use: only the receiver verifies signatures, only the
 // processor (fetching hints) and the reconciler (listing) call provider
 // APIs, only the api serves the ops API. A name not here (dev, the ops
 // commands, a new one) reads everything.
 var serviceReads = map[string]reads{
 	"receiver":     {webhookSecrets: true},
-	"processor":    {apiKeys: true},
+	"processor":    {apiKeys: true, subscriberSecrets: true},
 	"reconciler":   {apiKeys: true},
 	"api":          {opsToken: true},
 	"outbox-relay": {},
-	"effects":      {},
+	"effects":      {subscriberSecrets: true},
 	"migrate":      {},
+	"changes":      {}, // reads the changes topic only
 }
 
 func readsOf(service string) reads {
 	if r, ok := serviceReads[service]; ok {
 		return r
 	}
-	return reads{webhookSecrets: true, apiKeys: true, opsToken: true}
+	return reads{webhookSecrets: true, apiKeys: true, opsToken: true, subscriberSecrets: true}
 }
 
 // secretKey is the part of an endpoint secret a forger must guess: spaces
@@ -100,7 +104,7 @@ func (c *Config) ApplyDevDefaults() {
 // secrets, API keys and scoped ops tokens from the example config's dev
 // fallbacks, a scoped ops token shorter than OpsTokenMinLen, a webhook
 // secret shorter than WebhookSecretMinLen, a Stripe endpoint without an API
-// key, and a plain http receipt URL to another host. Each error names the
+// key, and a plain http receipt or fetch URL to another host. Each error names the
 // variable to set. It is CheckService("").
 func (c *Config) CheckProduction() error { return c.CheckService("") }
 
@@ -143,6 +147,11 @@ func (c *Config) CheckService(service string) error {
 					ErrDevDefault, i, ep.ID, v))
 			}
 		}
+		if f := ep.Fetch; f != nil && strings.HasPrefix(strings.ToLower(f.URL), "http:") && !action.IsLoopback(f.URL) {
+			// The token and the resource's state would cross the network in clear.
+			errs = append(errs, fmt.Errorf("%w: endpoints[%d].fetch.url (endpoint %q) is plain http to another host; use https",
+				ErrDevDefault, i, ep.ID))
+		}
 		if v, dev := DevSecrets[ep.APIKey]; dev {
 			errs = append(errs, fmt.Errorf("%w: endpoints[%d].api_key (endpoint %q) is the example config's dev key; set %s",
 				ErrDevDefault, i, ep.ID, v))
@@ -175,6 +184,17 @@ func (c *Config) CheckService(service string) error {
 	if u := c.Effects.ReceiptURL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
 		// A receipt carries the invoice (customer, amounts) to another host.
 		errs = append(errs, fmt.Errorf("%w: RECEIPT_WEBHOOK_URL (effects.receipt_url) is plain http to another host; use https, or set effects.allow_http", ErrDevDefault))
+	}
+	for i, ef := range c.Effects.Declare {
+		if u := ef.URL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
+			errs = append(errs, fmt.Errorf("%w: effects.declare[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, ef.Kind))
+		}
+	}
+	for i, sub := range c.Changes.Subscribers {
+		// A change carries the resource's state to another host.
+		if u := sub.URL; u != "" && strings.HasPrefix(strings.ToLower(u), "http:") && !c.Effects.AllowHTTP && !action.IsLoopback(u) {
+			errs = append(errs, fmt.Errorf("%w: changes.subscribers[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, sub.Name))
+		}
 	}
 	return errors.Join(errs...)
 }

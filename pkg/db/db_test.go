@@ -139,7 +139,7 @@ func TestMigrateAppliesEveryEmbeddedMigrationOnce(t *testing.T) {
 	var logged bytes.Buffer
 	require.NoError(t, db.Migrate(ctx, pool, slog.New(slog.NewTextHandler(&logged, nil))))
 	require.Equal(t, len(files), strings.Count(logged.String(), "applied migration"), logged.String())
-	for _, table := range []string{"webhook_inbox", "outbox", "subscription_projection", "partition_fence", "topic_fence"} {
+	for _, table := range []string{"webhook_inbox", "outbox", "projection", "subscription_projection", "partition_fence", "topic_fence"} {
 		var found *string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1)::text`, schema+"."+table).Scan(&found))
 		require.NotNil(t, found, "%s in the search path's schema", table)

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -26,6 +27,7 @@ func TestEraseAccountRemovesBodiesAndKeepsIdentities(t *testing.T) {
 	mine := func(id, sub string) *inbox.Record {
 		r := record(id, sub)
 		r.Event.Payload, r.Raw = body(id), body(id)
+		r.Event.OccurredAt = time.Unix(1700000000, 0) // "created", as the interpreter reads it
 		return r
 	}
 	theirs := &inbox.Record{Endpoint: other, Event: provider.Event{ID: "evt_o", Type: "customer.subscription.updated",

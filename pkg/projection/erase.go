@@ -10,7 +10,7 @@ import (
 // Erased is what an erasure did to the tables of this package, in rows.
 type Erased struct {
 	// Projections whose state was emptied.
-	Projections int64 `json:"subscription_projection"`
+	Projections int64 `json:"projection"`
 	// History entries whose detail went.
 	History int64 `json:"projection_history"`
 	// Divergences deleted.
@@ -30,7 +30,7 @@ type Erased struct {
 // goes. Divergences and listed states of the account are deleted.
 const eraseSQL = `
 WITH p AS (
-    UPDATE subscription_projection SET state = '{}'::jsonb, updated_at = now()
+    UPDATE projection SET state = '{}'::jsonb, updated_at = now()
     WHERE ($1 = '' OR provider = $1) AND source_account = $2 AND ($3 = '' OR environment = $3)
       AND (cardinality($4::text[]) = 0 OR resource_id = ANY($4::text[]))
       AND state <> '{}'::jsonb

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// countParkedSQL reads subscription_projection_parked, the partial index of
+// countParkedSQL reads projection_parked, the partial index of
 // parked projections only: the count costs what is parked, not the table.
-const countParkedSQL = `SELECT count(*) FROM subscription_projection WHERE needs_reconcile`
+const countParkedSQL = `SELECT count(*) FROM projection WHERE needs_reconcile`
 
 // CountParked counts the projections parked for reconciliation.
 func CountParked(ctx context.Context, pool *pgxpool.Pool) (int64, error) {

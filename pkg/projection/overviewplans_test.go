@@ -27,7 +27,7 @@ SELECT 'chargebee', 'dev-site', 'test', 'subscription', 'sub_' || g, 'status', '
 FROM generate_series(1, 100000) g`)
 	require.NoError(t, err)
 	plantest.Run(t, s.Pool, []plantest.Case{
-		{Name: "count parked projections", SQL: countParkedSQL, Reads: []string{"subscription_projection_parked"}},
+		{Name: "count parked projections", SQL: countParkedSQL, Reads: []string{"projection_parked"}},
 		{Name: "count divergences in 24 h", SQL: countDivergencesSQL, Args: []any{time.Now().Add(-24 * time.Hour)},
 			Reads: []string{"reconcile_divergence_seen"}},
 	})

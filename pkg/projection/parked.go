@@ -37,7 +37,7 @@ func ListParked(ctx context.Context, pool *pgxpool.Pool, f ParkedFilter) ([]Proj
 SELECT provider, source_account, environment, resource_type, resource_id, provider_version, state, coalesce(status, ''), deleted,
        needs_reconcile, coalesce(needs_reconcile_reason, ''), parked_at, reconcile_checked_at, coalesce(source_event_id, ''),
        fence_generation, observed_at, updated_at
-FROM subscription_projection
+FROM projection
 WHERE needs_reconcile AND ($1 = '' OR provider = $1) AND ($2 = '' OR source_account = $2) AND ($3 = '' OR environment = $3)
 ORDER BY parked_at NULLS FIRST, updated_at LIMIT $4`, f.Provider, f.SourceAccount, f.Environment, cmp.Or(f.Limit, ParkedListLimitDefault))
 	if err != nil {
@@ -66,7 +66,7 @@ ORDER BY parked_at NULLS FIRST, updated_at LIMIT $4`, f.Provider, f.SourceAccoun
 // A resource with no projection has nothing to park; the reconciler's
 // listing finds it as missing.
 const needsReconcileSQL = `
-UPDATE subscription_projection p
+UPDATE projection p
 SET needs_reconcile = true, needs_reconcile_reason = u.reason,
     parked_at = now(), reconcile_checked_at = NULL
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])

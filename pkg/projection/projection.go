@@ -1,4 +1,4 @@
-// Package projection owns subscription_projection and projection_history:
+// Package projection owns projection and projection_history:
 // the current state of each resource and the record of why it is so, and
 // every statement over them — the processor's writes and its parking of
 // resources whose hint died (queued into its batch transaction), the
@@ -117,6 +117,9 @@ type Write struct {
 	Generation int64
 	// Incremental demands Version == current+1.
 	Incremental bool
+	// ChangesTopic is where the write's change record goes when the write
+	// changed the projection (see changeHead). Defaults to none: no record.
+	ChangesTopic string
 }
 
 // versionedSQL decides and writes in one statement, and returns its
@@ -148,7 +151,7 @@ type Write struct {
 // conflicting or unordered copies (replays) arrive while it waits.
 const versionedSQL = `
 WITH old AS (
-    SELECT provider_version, state, status, deleted FROM subscription_projection
+    SELECT provider_version, state, status, deleted FROM projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
 ), verdict AS (
     SELECT CASE
@@ -162,7 +165,7 @@ WITH old AS (
         ELSE 'conflict' END AS v
     FROM old o
 ), up AS (
-    INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+    INSERT INTO projection AS p (provider, source_account, environment, resource_type, resource_id,
         provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, needs_reconcile)
     SELECT $1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, now(), now(), false
     WHERE NOT EXISTS (SELECT 1 FROM verdict WHERE v IN ('unordered', 'gap'))
@@ -174,9 +177,10 @@ WITH old AS (
     WHERE p.provider_version IS NOT NULL
       AND (EXCLUDED.provider_version > p.provider_version
            OR (EXCLUDED.provider_version = p.provider_version AND EXCLUDED.deleted AND NOT p.deleted))
-    RETURNING 1
+    ` + changeReturning + `
+), ` + changeHead + Applied + changeTail + `
 ), park AS (
-    UPDATE subscription_projection p SET needs_reconcile = true, updated_at = now(),
+    UPDATE projection p SET needs_reconcile = true, updated_at = now(),
         parked_at = CASE WHEN p.needs_reconcile THEN coalesce(p.parked_at, now()) ELSE now() END,
         reconcile_checked_at = CASE WHEN p.needs_reconcile THEN p.reconcile_checked_at END,
         needs_reconcile_reason = CASE x.v
@@ -222,7 +226,7 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 		v = *w.Version
 	}
 	b.Queue(versionedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		v, string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, w.Incremental).QueryRow(func(row pgx.Row) error {
+		v, string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, w.Incremental, r.Key(), w.ChangesTopic).QueryRow(func(row pgx.Row) error {
 		if w.Version == nil {
 			return fmt.Errorf("apply versioned projection %s: no version", r.Key())
 		}
@@ -243,16 +247,24 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 // fetched_at compare until its next fetched write. Partition order and the
 // fence keep one writer per resource in normal operation; this compare
 // holds when they do not (a key that moved to a new partition while its
-// backlog sat on the old one). The old CTE reads the row as it was before
-// the statement; the insert runs whether or not the outer query reads it.
+// backlog sat on the old one). The old CTE locks the row first, so it reads
+// the row as it is when written, not as the statement's snapshot had it: a
+// change record is left out only when the stored state really was the one
+// fetched (compared with a write that committed meanwhile, the last record
+// of the key would be the older state). The insert runs whether or not the
+// outer query reads it.
 const fetchedSQL = `
-WITH old AS (
-    SELECT status, deleted FROM subscription_projection
+WITH old AS MATERIALIZED (
+    SELECT status, deleted, state FROM projection
     WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5
+    FOR UPDATE
 ), up AS (
-    INSERT INTO subscription_projection AS p (provider, source_account, environment, resource_type, resource_id,
+    INSERT INTO projection AS p (provider, source_account, environment, resource_type, resource_id,
         provider_version, state, status, deleted, source_event_id, fence_generation, observed_at, updated_at, fetched_at, fetch_seq)
-    VALUES ($1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11, now(), $11, $12)
+    -- reads old (and so locks the row) before the upsert: scanned later, a
+    -- row this statement already updated is skipped by FOR UPDATE
+    SELECT $1, $2, $3, $4, $5, NULL, $6::jsonb, $7, $8, $9, $10, $11::timestamptz, now(), $11::timestamptz, $12::bigint
+    FROM (SELECT count(*) FROM old) locked
     ON CONFLICT (provider, source_account, environment, resource_type, resource_id) DO UPDATE
     SET state = EXCLUDED.state, status = EXCLUDED.status, deleted = EXCLUDED.deleted,
         source_event_id = EXCLUDED.source_event_id, fence_generation = EXCLUDED.fence_generation,
@@ -261,7 +273,11 @@ WITH old AS (
         fetched_at = EXCLUDED.fetched_at, fetch_seq = EXCLUDED.fetch_seq
     WHERE CASE WHEN p.fetch_seq IS NOT NULL THEN EXCLUDED.fetch_seq >= p.fetch_seq
                ELSE p.fetched_at IS NULL OR EXCLUDED.fetched_at >= p.fetched_at END
-    RETURNING 1
+    ` + changeReturning + `
+), ` + changeHead + Fetched + changeTail + `
+      -- a fetch that found what was stored changes nothing downstream
+      AND NOT EXISTS (SELECT 1 FROM old o WHERE o.state = u.state AND o.status IS NOT DISTINCT FROM u.status
+                      AND o.deleted = u.deleted)
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
        coalesce((SELECT ` + labelSQL + ` FROM old), '')`
@@ -307,7 +323,7 @@ func QueueFetchedResult(b *pgx.Batch, w Write, start FetchStart, res *Result) {
 func queueFetched(b *pgx.Batch, w Write, start FetchStart, set func(outcome, previous string)) {
 	r := w.Resource
 	b.Queue(fetchedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, start.At, start.Seq).QueryRow(func(row pgx.Row) error {
+		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, start.At, start.Seq, r.Key(), w.ChangesTopic).QueryRow(func(row pgx.Row) error {
 		var outcome, prev string
 		if err := row.Scan(&outcome, &prev); err != nil {
 			return fmt.Errorf("write fetched projection %s: %w", r.Key(), err)
@@ -402,7 +418,7 @@ func Get(ctx context.Context, pool *pgxpool.Pool, r message.Resource) (Projectio
 	err := pool.QueryRow(ctx, `
 SELECT provider_version, state, status, deleted, needs_reconcile, coalesce(needs_reconcile_reason, ''), parked_at,
        reconcile_checked_at, source_event_id, fence_generation, observed_at, updated_at
-FROM subscription_projection
+FROM projection
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND resource_type = $4 AND resource_id = $5`,
 		r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID).Scan(
 		&p.Version, &state, &status, &p.Deleted, &p.NeedsReconcile, &p.NeedsReconcileReason, &p.ParkedAt,

@@ -298,7 +298,7 @@ func TestEqualVersionConflictParksProjectionForReconcile(t *testing.T) {
 
 	// While it waits, another conflicting copy (a replay) updates the
 	// reason but is the same parking: the check already sent stands.
-	_, err := a.s.Pool.Exec(context.Background(), `UPDATE subscription_projection SET reconcile_checked_at = now() - interval '1 minute'`)
+	_, err := a.s.Pool.Exec(context.Background(), `UPDATE projection SET reconcile_checked_at = now() - interval '1 minute'`)
 	require.NoError(t, err)
 	again := snap(r, 20, "canceled")
 	again.EventID = "ev_third"
@@ -376,4 +376,35 @@ func TestReactivationWithHigherVersionAfterTombstoneApplies(t *testing.T) {
 	inc.Incremental = true
 	require.Equal(t, projection.Applied, a.apply(inc), "reactivated on an incremental endpoint")
 	require.False(t, a.get(r).Deleted)
+}
+
+// The table's old name stays readable: subscription_projection is a view of
+// projection with every resource type and the same columns, so a reader of
+// the old contract sees a customer's row as the new table has it. Fails if
+// the compatibility view is dropped, filtered to subscriptions or left
+// with fewer columns.
+func TestOldTableNameReadsEveryTypeWithTheSameColumns(t *testing.T) {
+	t.Parallel()
+	a := applier{t, dbtest.New(t)}
+	cus := message.Resource{Provider: "chargebee", SourceAccount: "site", Environment: "test", Type: "customer", ID: "cus_1"}
+	require.Equal(t, projection.Applied, a.apply(snap(res("sub_1"), 5, "active")))
+	require.Equal(t, projection.Applied, a.apply(snap(cus, 7, "")))
+
+	ctx := context.Background()
+	cols := func(table string) []string {
+		rows, err := a.s.Pool.Query(ctx, `SELECT column_name::text FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return out
+	}
+	require.NotEmpty(t, cols("projection"))
+	require.Equal(t, cols("projection"), cols("subscription_projection"))
+
+	rows, err := a.s.Pool.Query(ctx, `SELECT resource_type || ':' || provider_version FROM subscription_projection ORDER BY resource_type`)
+	require.NoError(t, err)
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"customer:7", "subscription:5"}, types)
 }

@@ -50,7 +50,7 @@ const staleSQL = `(p.observed_at <= now() - make_interval(secs => $5::float8)
 const enqueueStaleSQL = `
 WITH due AS (
     SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
-    FROM subscription_projection p
+    FROM projection p
     WHERE p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4
       AND ` + staleSQL + `
     ORDER BY p.observed_at
@@ -82,14 +82,14 @@ const enqueueParkedSQL = `
 WITH due AS (
     SELECT provider, source_account, environment, resource_type, resource_id, reconcile_checked_at IS NULL AS first,
            status, deleted, needs_reconcile_reason
-    FROM subscription_projection
+    FROM projection
     WHERE needs_reconcile
       AND ($3 = '' OR provider = $3) AND ($4 = '' OR source_account = $4) AND ($5 = '' OR environment = $5)
       AND (reconcile_checked_at IS NULL
            OR (provider = ANY($1::text[]) AND reconcile_checked_at <= now() - make_interval(secs => $2::float8)))
     FOR UPDATE SKIP LOCKED
 ), upd AS (
-    UPDATE subscription_projection p SET reconcile_checked_at = now()
+    UPDATE projection p SET reconcile_checked_at = now()
     FROM due d
     WHERE p.provider = d.provider AND p.source_account = d.source_account AND p.environment = d.environment
       AND p.resource_type = d.resource_type AND p.resource_id = d.resource_id
@@ -154,7 +154,7 @@ func EnqueueParked(ctx context.Context, pool *pgxpool.Pool, p ParkedChecks) ([]P
 const resolveUnparkedSQL = `
 UPDATE reconcile_divergence d SET resolved_at = now()
 WHERE d.kind = 'parked' AND d.resolved_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM subscription_projection p
+  AND NOT EXISTS (SELECT 1 FROM projection p
                   WHERE p.provider = d.provider AND p.source_account = d.source_account AND p.environment = d.environment
                     AND p.resource_type = d.resource_type AND p.resource_id = d.resource_id AND p.needs_reconcile)`
 
@@ -205,7 +205,7 @@ SELECT k.id AS resource_id, p.observed_at IS NULL AS missing, k.state, k.status 
     -- the stale and the parked steps check those this round: one check per resource
     p.observed_at IS NULL OR (NOT p.needs_reconcile AND NOT ` + staleSQL + `) AS check_now
 FROM unnest($7::text[], $8::text[], $9::text[], $10::bool[], $11::text[]) AS k(id, status, cape, deleted, state)
-LEFT JOIN subscription_projection p
+LEFT JOIN projection p
   ON p.provider = $1 AND p.source_account = $2 AND p.environment = $3 AND p.resource_type = $4 AND p.resource_id = k.id`
 
 // enqueueListedSQL checks every listed resource that diverged from its

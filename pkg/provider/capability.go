@@ -89,6 +89,7 @@ func ProviderKeys(ep *Endpoint) []KeySet {
 		{"github_hook", ep.GitHubHook != nil},
 		{"api_key", ep.APIKey != ""},
 		{"stripe_account", ep.StripeAccount != ""},
+		{"fetch", ep.Fetch != nil},
 	}
 }
 

@@ -62,11 +62,23 @@ type Snapshot struct {
 }
 
 // Fact is something that happened, recorded under (Type, ID), e.g. an
-// invoice paid.
+// invoice paid. Facts are declared (config `facts`, package fact), not
+// coded: a provider only says where an event's object is (FactObjecter).
 type Fact struct {
 	Type, ID string
+	// ResourceType and ResourceID are the resource the fact is about when
+	// its declaration links one; empty: the event's resource.
+	ResourceType, ResourceID string
 	// Data is the fact's document as JSON.
 	Data []byte
+}
+
+// FactObjecter is the capability of a provider whose events carry an
+// object a fact is read from: it says where that object is by default (a
+// dotted path into the event; "" for the whole event), e.g. Stripe's
+// data.object. A fact's declaration may name another path.
+type FactObjecter interface {
+	FactObject(ev StoredEvent) string
 }
 
 // Action is an external effect of kind Kind about Subject (e.g. a receipt
@@ -104,6 +116,9 @@ func (p Plan) Validate() error {
 			return err
 		}
 		if err := CheckIdentity("fact id", f.ID); err != nil {
+			return err
+		}
+		if err := CheckIdentity("fact resource id", f.ResourceID); err != nil {
 			return err
 		}
 	}

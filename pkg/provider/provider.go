@@ -101,6 +101,68 @@ type Endpoint struct {
 	// (Stripe Connect: sent as Stripe-Account), usually equal to
 	// SourceAccount. Defaults to empty: the API key's own account.
 	StripeAccount string `yaml:"stripe_account"`
+	// Project names the resource types whose events this endpoint projects
+	// (e.g. [subscription, customer, invoice]); an event about any other
+	// type is stored and recorded, and changes no projection. Defaults to
+	// the provider's choice: Stripe [subscription] (every other type costs
+	// an API call per event), every type a versioned provider snapshots
+	// (Chargebee, Standard Webhooks).
+	Project []string `yaml:"project"`
+	// Fetch is where a Standard Webhooks sender serves a resource's current
+	// state (Standard Webhooks only). With it, an event without a version
+	// is a hint the processor fetches from there. Defaults to none: such an
+	// event is recorded.
+	Fetch *FetchAPI `yaml:"fetch"`
+}
+
+// FetchAPI is a sender's API that serves one resource's current state:
+// GET URL with {type} and {id} replaced.
+type FetchAPI struct {
+	// URL is the resource's address, with {id} (required) and {type}
+	// replaced, e.g. "https://api.sender.example/v1/{type}s/{id}". It must be
+	// https, or plain http to a loopback host, outside `hookyard dev`.
+	URL string `yaml:"url"`
+	// TokenEnv names the environment variable holding the API token. It
+	// must be set when the process starts.
+	TokenEnv string `yaml:"token_env"`
+	// Header is the header the token is sent in: "Authorization" (the
+	// default) sends "Bearer <token>", any other header the token alone.
+	Header string `yaml:"header"`
+	// Rate is the calls per second the process allows itself with this
+	// token. Defaults to 10.
+	Rate float64 `yaml:"rate"`
+	// Burst is the size of the rate limiter's bucket. Defaults to Rate,
+	// at least 1.
+	Burst int `yaml:"burst"`
+	// State is the dotted path of the resource in the answer. Defaults to
+	// the whole body.
+	State string `yaml:"state"`
+	// Status is the dotted path, inside the state, of its status. Defaults
+	// to "status".
+	Status string `yaml:"status"`
+	// Deleted is the dotted path, inside the state, of a boolean that marks
+	// the resource deleted (a tombstone). Defaults to "deleted". A 404 is
+	// never a deletion: it is retried, then dead.
+	Deleted string `yaml:"deleted"`
+}
+
+// Projects reports whether ep projects resources of type t: the types its
+// Project names, or byDefault when it names none (byDefault nil: every
+// type). A nil ep (an endpoint the config no longer names) is judged by
+// byDefault.
+func (e *Endpoint) Projects(t string, byDefault []string) bool {
+	list := byDefault
+	if e != nil && e.Project != nil {
+		list = e.Project
+	} else if byDefault == nil {
+		return true
+	}
+	for _, p := range list {
+		if p == t {
+			return true
+		}
+	}
+	return false
 }
 
 // Paths are dot-separated JSON paths into a Standard Webhooks payload.

@@ -1,12 +1,14 @@
-// Package topic creates the events topic when it is missing and reads its
-// partition count. It never changes an existing topic's size: that is an
-// operator's decision (`hookyard fence resize`).
+// Package topic creates the events topic and the compacted changes topic
+// when they are missing and reads their partition count. It never changes an
+// existing topic's size or configuration: that is an operator's decision
+// (`hookyard fence resize`, kafka-configs).
 package topic
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,14 +20,62 @@ import (
 // described.
 const visibleTimeout = 30 * time.Second
 
+// ErrNotCompacted: the changes topic exists with a cleanup policy that
+// deletes old records by age or size instead of keeping each key's last
+// one, so a consumer reading it from the beginning would miss resources.
+var ErrNotCompacted = errors.New("topic is not compacted (cleanup.policy=compact)")
+
 // Ensure creates topic with partitions when it does not exist and returns
 // the topic's actual partition count.
 func Ensure(ctx context.Context, cl *kgo.Client, topic string, partitions int32, replication int16) (int, error) {
+	return ensure(ctx, cl, topic, partitions, replication, nil)
+}
+
+// EnsureCompacted is Ensure for a topic that keeps the last record of each
+// key (cleanup.policy=compact): the changes topic. An existing topic with
+// another policy is an error (ErrNotCompacted); it is never altered.
+func EnsureCompacted(ctx context.Context, cl *kgo.Client, topic string, partitions int32, replication int16) (int, error) {
+	n, err := ensure(ctx, cl, topic, partitions, replication, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
+	if err != nil {
+		return n, err
+	}
+	policy, err := CleanupPolicy(ctx, cl, topic)
+	if err != nil {
+		return n, err
+	}
+	if !strings.Contains(policy, "compact") {
+		return n, fmt.Errorf("topic %s has cleanup.policy=%s: %w", topic, policy, ErrNotCompacted)
+	}
+	return n, nil
+}
+
+// CleanupPolicy returns the topic's cleanup.policy.
+func CleanupPolicy(ctx context.Context, cl *kgo.Client, topic string) (string, error) {
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("describe configs of topic %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return "", fmt.Errorf("describe configs of topic %s: %w", topic, err)
+	}
+	if rc.Err != nil {
+		return "", fmt.Errorf("describe configs of topic %s: %w", topic, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			return c.MaybeValue(), nil
+		}
+	}
+	return "delete", nil // Kafka's default
+}
+
+func ensure(ctx context.Context, cl *kgo.Client, topic string, partitions int32, replication int16, configs map[string]*string) (int, error) {
 	adm := kadm.NewClient(cl)
 	if n, err := Partitions(ctx, cl, topic); err == nil {
 		return n, nil
 	}
-	resp, err := adm.CreateTopic(ctx, partitions, replication, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, replication, configs, topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return 0, fmt.Errorf("create topic %s: %w", topic, err)
 	}

@@ -40,3 +40,39 @@ func TestEnsureReturnsTheSizeOfATopicItJustCreated(t *testing.T) {
 		require.Equal(t, 4, n)
 	}
 }
+
+// The changes topic keeps each key's last record only if it is compacted:
+// EnsureCompacted creates it so, and refuses (never alters) an existing
+// topic that deletes old records instead, on which a consumer reading from
+// the beginning would miss every resource that did not change lately.
+// Fails if the topic is created without cleanup.policy=compact or an
+// existing delete-policy topic is accepted.
+func TestEnsureCompactedCreatesACompactedTopicAndRefusesAnotherPolicy(t *testing.T) {
+	t.Parallel()
+	kc := kafkatest.New(t, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kc.Brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	replication := int16(1)
+	if kc.Real() {
+		replication = kafkatest.ReplicationDefault
+	}
+	name := kafkatest.UniqueName(t, "hookyard.changes")
+	plain := kafkatest.UniqueName(t, "hookyard.plain")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(cl).DeleteTopics(ctx, name, plain)
+	})
+	n, err := topic.EnsureCompacted(t.Context(), cl, name, 3, replication)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	policy, err := topic.CleanupPolicy(t.Context(), cl, name)
+	require.NoError(t, err)
+	require.Equal(t, "compact", policy)
+
+	_, err = topic.Ensure(t.Context(), cl, plain, 1, replication)
+	require.NoError(t, err)
+	_, err = topic.EnsureCompacted(t.Context(), cl, plain, 1, replication)
+	require.ErrorIs(t, err, topic.ErrNotCompacted)
+}

@@ -30,6 +30,9 @@ import (
 // broker there, so one name serves all).
 const Topic = "hookyard.events"
 
+// ChangesTopic is the compacted changes topic of an in-process cluster.
+const ChangesTopic = "hookyard.changes"
+
 // BrokersEnv names the variable that points the tests at a real cluster:
 // a comma-separated bootstrap list. Empty means in-process kfake.
 const BrokersEnv = "KAFKA_BROKERS"
@@ -49,6 +52,9 @@ type Cluster struct {
 	Brokers []string
 	// Topic is this test's topic.
 	Topic string
+	// ChangesTopic is this test's compacted changes topic, with as many
+	// partitions as Topic.
+	ChangesTopic string
 	// Group is a consumer group name of this test's own.
 	Group string
 }
@@ -85,7 +91,8 @@ func NewFake(t testing.TB, partitions int32, opts ...kfake.Opt) *Cluster {
 	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, Topic)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return &Cluster{Cluster: c, Brokers: c.ListenAddrs(), Topic: Topic, Group: "test-processors"}
+	require.NoError(t, c.CreateTopic(ChangesTopic, partitions, map[string]string{"cleanup.policy": "compact"}))
+	return &Cluster{Cluster: c, Brokers: c.ListenAddrs(), Topic: Topic, ChangesTopic: ChangesTopic, Group: "test-processors"}
 }
 
 // SkipOnReal skips a test that needs kfake's request hooks (ControlKey) to
@@ -126,11 +133,14 @@ func newReal(t testing.TB, brokers []string, partitions int32) *Cluster {
 	name := UniqueName(t, "hookyard.test")
 	resp, err := adm.CreateTopic(ctx, partitions, rf, nil, name)
 	require.NoError(t, errors.Join(err, resp.Err), "kafkatest: create topic %s", name)
+	changes := UniqueName(t, "hookyard.changes")
+	resp, err = adm.CreateTopic(ctx, partitions, rf, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, changes)
+	require.NoError(t, errors.Join(err, resp.Err), "kafkatest: create topic %s", changes)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// A failed delete only leaves a topic on a throw-away cluster.
-		_, _ = adm.DeleteTopics(ctx, name)
+		_, _ = adm.DeleteTopics(ctx, name, changes)
 		cl.Close()
 	})
 	var ids []int32
@@ -138,7 +148,8 @@ func newReal(t testing.TB, brokers []string, partitions int32) *Cluster {
 		ids = append(ids, b.NodeID)
 	}
 	require.NoError(t, waitLeaders(ctx, cl, ids, name, int(partitions)), "kafkatest: topic %s", name)
-	return &Cluster{Brokers: brokers, Topic: name, Group: UniqueName(t, "test-processors")}
+	require.NoError(t, waitLeaders(ctx, cl, ids, changes, int(partitions)), "kafkatest: topic %s", changes)
+	return &Cluster{Brokers: brokers, Topic: name, ChangesTopic: changes, Group: UniqueName(t, "test-processors")}
 }
 
 // waitLeaders waits until every broker's metadata has a leader for every

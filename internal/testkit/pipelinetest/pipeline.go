@@ -53,12 +53,19 @@ type Options struct {
 	Partitions int32
 	// Endpoints in addition to the Stripe one.
 	Endpoints []provider.Endpoint
+	// StripeProject is the Stripe endpoint's `project`. Defaults to none:
+	// the provider's default (subscriptions).
+	StripeProject []string
 	// NoProcessor leaves starting processors to the test.
 	NoProcessor bool
 	// Processor adjusts each processor's config.
 	Processor func(*processor.Config)
 	// DatabaseURL uses another Postgres than the local test database.
 	DatabaseURL string
+	// Relays side by side. Defaults to 1.
+	Relays int
+	// Relay adjusts each relay's config.
+	Relay func(*outboxrelay.Config)
 	// Brokers uses this Kafka (topic kafkatest.Topic, made if missing) instead
 	// of kafkatest's choice (kfake, or a topic of the test's own on the cluster
 	// of KAFKA_BROKERS).
@@ -110,14 +117,17 @@ func New(t testing.TB, opts Options) *Pipeline {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(opts.Brokers...))
 		require.NoError(t, err)
 		_, err = topic.Ensure(ctx, cl, kafkatest.Topic, opts.Partitions, 1)
+		if err == nil {
+			_, err = topic.EnsureCompacted(ctx, cl, kafkatest.ChangesTopic, opts.Partitions, 1)
+		}
 		cl.Close()
 		require.NoError(t, err)
-		p.Kafka = &kafkatest.Cluster{Brokers: opts.Brokers, Topic: kafkatest.Topic, Group: "test-processors"}
+		p.Kafka = &kafkatest.Cluster{Brokers: opts.Brokers, Topic: kafkatest.Topic, ChangesTopic: kafkatest.ChangesTopic, Group: "test-processors"}
 	} else {
 		p.Kafka = kafkatest.New(t, opts.Partitions)
 	}
 	p.Endpoints = append([]provider.Endpoint{{ID: StripeEndpoint, Provider: provider.Stripe, SourceAccount: StripeAccount,
-		Environment: "test", Secrets: []string{StripeSecret}}}, opts.Endpoints...)
+		Environment: "test", Secrets: []string{StripeSecret}, Project: opts.StripeProject}}, opts.Endpoints...)
 
 	rcv, err := receiver.New(p.Pool, p.Log, receiver.Config{Endpoints: p.Endpoints})
 	require.NoError(t, err)
@@ -128,9 +138,9 @@ func New(t testing.TB, opts Options) *Pipeline {
 		BreakerOpenFor: 500 * time.Millisecond, Timeout: 2 * time.Second}, p.Log)
 	p.Ops = httptest.NewServer(api.New(p.Pool, p.Log, api.Config{Token: OpsToken}))
 
-	relay, err := outboxrelay.New(p.Pool, p.Log, outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, PollInterval: 100 * time.Millisecond})
-	require.NoError(t, err)
-	p.goRun(func(ctx context.Context) error { return relay.Run(ctx) })
+	for range max(opts.Relays, 1) {
+		p.StartRelay(opts.Relay)
+	}
 	if !opts.NoProcessor {
 		p.StartProcessor("p1", nil)
 	}
@@ -145,6 +155,20 @@ func New(t testing.TB, opts Options) *Pipeline {
 	return p
 }
 
+// StartRelay starts one more outbox relay, with adjust applied to its
+// config; it stops when the test ends.
+func (p *Pipeline) StartRelay(adjust func(*outboxrelay.Config)) {
+	p.T.Helper()
+	cfg := outboxrelay.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, ChangesTopic: p.Kafka.ChangesTopic,
+		PollInterval: 100 * time.Millisecond}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	relay, err := outboxrelay.New(p.Pool, p.Log, cfg)
+	require.NoError(p.T, err)
+	p.goRun(func(ctx context.Context) error { return relay.Run(ctx) })
+}
+
 func (p *Pipeline) goRun(run func(context.Context) error) {
 	p.wg.Add(1)
 	go func() {
@@ -157,7 +181,8 @@ func (p *Pipeline) goRun(run func(context.Context) error) {
 
 // ProcessorConfig is the config StartProcessor uses before adjust.
 func (p *Pipeline) ProcessorConfig(id string) processor.Config {
-	cfg := processor.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, Group: p.Kafka.Group, InstanceID: id,
+	cfg := processor.Config{Brokers: p.Kafka.Brokers, Topic: p.Kafka.Topic, ChangesTopic: p.Kafka.ChangesTopic,
+		Group: p.Kafka.Group, InstanceID: id,
 		Endpoints: p.Endpoints, Fetchers: map[string]provider.Fetcher{provider.Stripe: stripe.Fetcher{Client: p.Stripe}},
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond,
 		RevokeGrace: 2 * time.Second}
@@ -272,7 +297,14 @@ func (p *Pipeline) PostSigned(endpointID string, body []byte, headers http.Heade
 // Records reads every record of the topic (for tests that inspect keys).
 func (p *Pipeline) Records(n int) []*kgo.Record {
 	p.T.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(p.Kafka.Topic),
+	return p.TopicRecords(p.Kafka.Topic, n)
+}
+
+// TopicRecords reads the first n records of topic, from its start, waiting
+// up to 20s for them; it returns what it read by then.
+func (p *Pipeline) TopicRecords(topic string, n int) []*kgo.Record {
+	p.T.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(p.T, err)
 	defer cl.Close()

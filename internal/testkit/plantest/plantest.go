@@ -53,7 +53,7 @@ func ResourceID(n int) string { return fmt.Sprintf("sub_%d", n%(Rows/10)) }
 
 // tables are the ones Load fills; autovacuum is off on each of them so that
 // it cannot analyze them while a test runs.
-var tables = []string{"webhook_inbox", "outbox", "subscription_projection",
+var tables = []string{"webhook_inbox", "outbox", "projection",
 	"partition_fence", "topic_fence", "fact", "action"}
 
 // partitioned are the time-partitioned tables Load fills: autovacuum is off
@@ -84,7 +84,7 @@ INSERT INTO outbox (message_key, message)
 SELECT concat_ws('/', $1::text, $2::text, $3::text, 'subscription', 'sub_' || (g % ($4 / 10))),
        '{"kind":"event","event_id":"ev_' || g || '"}'
 FROM generate_series(1, $4::int) g`, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id,
     provider_version, state, status, fence_generation)
 SELECT $1, $2, $3, 'subscription', 'sub_' || g, g, '{"status":"active"}', 'active', 1
 FROM generate_series(0, $4::int / 10 - 1) g`, `

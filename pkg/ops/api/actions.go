@@ -58,7 +58,7 @@ func actionKey(c echo.Context) action.Key {
 
 // showAction: GET /v1/actions/{provider}/{account}/{environment}/{subject}/{kind}
 func (a *api) showAction(c echo.Context) error {
-	sh, err := action.Show(c.Request().Context(), a.pool, actionKey(c))
+	sh, err := action.Show(c.Request().Context(), a.pool, actionKey(c), a.cfg.Effects)
 	if errors.Is(err, action.ErrNotFound) {
 		return fail(c, http.StatusNotFound, "not_found", "no such action")
 	}

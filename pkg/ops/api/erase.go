@@ -48,8 +48,9 @@ type Erased struct {
 //   - outbox, outbox_dead: the account's messages not yet published
 //     (inbox.EraseOutbox);
 //   - fact: data emptied (fact.Erase);
-//   - action: unsent ones dead, last errors gone (action.Erase);
-//   - subscription_projection: state emptied; projection_history: detail;
+//   - action: unsent ones dead, last errors gone, subscribers' deliveries
+//     without their bodies (action.Erase);
+//   - projection: state emptied; projection_history: detail;
 //     reconcile_divergence, reconcile_listed: deleted (projection.Erase).
 //
 // A provider that still has the customer sends its data again with its
@@ -84,7 +85,7 @@ func Erase(ctx context.Context, pool *pgxpool.Pool, actor string, r EraseRequest
 		if err != nil {
 			return err
 		}
-		out.Rows["subscription_projection"], out.Rows["projection_history"] = p.Projections, p.History
+		out.Rows["projection"], out.Rows["projection_history"] = p.Projections, p.History
 		out.Rows["reconcile_divergence"], out.Rows["reconcile_listed"] = p.Divergences, p.Listed
 		out.Total = 0
 		for _, n := range out.Rows {

@@ -152,9 +152,9 @@ func TestEraseAccountRemovesPersonalDataEverywhere(t *testing.T) {
 		require.NoError(t, err, q)
 	}
 	for _, who := range []person{jane, jim} {
-		requireKept(t, p, who, "webhook_inbox.payload", "fact.data", "subscription_projection.state")
+		requireKept(t, p, who, "webhook_inbox_body.body", "fact.data", "projection.state")
 	}
-	requireKept(t, p, bob, "webhook_inbox.payload", "fact.data", "subscription_projection.state")
+	requireKept(t, p, bob, "webhook_inbox_body.body", "fact.data", "projection.state")
 
 	erase := func(req api.EraseRequest) api.Erased {
 		var out api.Erased
@@ -166,9 +166,9 @@ func TestEraseAccountRemovesPersonalDataEverywhere(t *testing.T) {
 	one := erase(api.EraseRequest{Provider: "chargebee", Account: "site-a", Environment: "test", Resources: []string{"sub_jim"}})
 	require.EqualValues(t, 2, one.Rows["webhook_inbox"], "%v", one.Rows)
 	require.EqualValues(t, 1, one.Rows["fact"], "%v", one.Rows)
-	require.EqualValues(t, 1, one.Rows["subscription_projection"], "%v", one.Rows)
+	require.EqualValues(t, 1, one.Rows["projection"], "%v", one.Rows)
 	requireGone(t, p, jim)
-	requireKept(t, p, jane, "webhook_inbox.payload", "fact.data", "subscription_projection.state", "reconcile_listed.state")
+	requireKept(t, p, jane, "webhook_inbox_body.body", "fact.data", "projection.state", "reconcile_listed.state")
 
 	// The whole account, provider and environment left open.
 	all := erase(api.EraseRequest{Account: "site-a"})
@@ -177,7 +177,7 @@ func TestEraseAccountRemovesPersonalDataEverywhere(t *testing.T) {
 	require.EqualValues(t, 1, all.Rows["reconcile_listed"], "%v", all.Rows)
 	require.EqualValues(t, 1, all.Rows["outbox_dead"], "%v", all.Rows)
 	requireGone(t, p, jane)
-	requireKept(t, p, bob, "webhook_inbox.payload", "fact.data", "subscription_projection.state")
+	requireKept(t, p, bob, "webhook_inbox_body.body", "fact.data", "projection.state")
 	require.Equal(t, 1, rowCount(t, p, `SELECT count(*) FROM action WHERE subject_id = 'inv_bob' AND last_error LIKE '%Bob Doe%'`))
 
 	again := erase(api.EraseRequest{Account: "site-a"})

@@ -28,7 +28,7 @@ VALUES ('stripe', 'acct_x', 'live', 'evt_1', 'ep', 'customer.subscription.update
         '{"id":"evt_1","created":1700000000}', 'processed', 'fetched', now() - interval '1 minute', now())`)
 	require.NoError(t, err)
 	_, err = s.Pool.Exec(ctx, `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status, fence_generation, source_event_id)
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status, fence_generation, source_event_id)
 VALUES ('stripe', 'acct_x', 'live', 'subscription', 'sub_1', '{"id":"sub_1","status":"active"}', 'active', 3, 'evt_1')`)
 	require.NoError(t, err)
 	_, err = s.Pool.Exec(ctx, `

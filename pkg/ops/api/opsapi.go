@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookyard/hookyard/pkg/access"
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/health"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
@@ -65,6 +66,10 @@ type Config struct {
 	// not being sent (no receipt URL configured), for explain and
 	// GET /v1/actions/... Defaults to none.
 	ActionsWaiting map[string]string
+	// Effects are the declared effects: `actions show` reads the fact of
+	// the type an action's kind is declared on. Defaults to
+	// action.DefaultEffects.
+	Effects action.Effects
 	// Jobs runs purges and replays. Defaults to NewJobs over Brokers and
 	// Topic, driven only by the requests that start jobs: a job whose
 	// runner died is resumed only where a runner's Run is running.

@@ -97,7 +97,7 @@ func TestParkedEndpointListsParkedProjections(t *testing.T) {
 	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: "tok"}))
 	t.Cleanup(srv.Close)
 	_, err := s.Pool.Exec(context.Background(), `
-INSERT INTO subscription_projection (provider, source_account, environment, resource_type, resource_id, state, status,
+INSERT INTO projection (provider, source_account, environment, resource_type, resource_id, state, status,
                                      fence_generation, needs_reconcile, needs_reconcile_reason, parked_at)
 VALUES ('chargebee', 'site', 'test', 'subscription', 'sub_a', '{}', 'active', 1, true, 'version conflict: x', now()),
        ('stripe', 'acct', 'test', 'subscription', 'sub_b', '{}', 'active', 1, true, 'unordered: y', now()),

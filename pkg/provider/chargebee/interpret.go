@@ -9,14 +9,15 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
-// Interpret implements provider.Interpreter. A paid invoice in the
-// content is a fact and a receipt to send; the resource's object is a
+// Interpret implements provider.Interpreter. The resource's object is a
 // snapshot (a "_deleted" event's, a tombstone) at the version intake read
 // and checked against version_skew, the inbox row's. The version is never
 // read from the payload again: a second reading could find another one.
 // A resource object stored without a version is a snapshot that cannot
 // be ordered: malformed, as Chargebee always sends resource_version.
-func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provider.Plan, error) {
+// Only the types the endpoint projects (ep.Project; by default every type)
+// become snapshots: an event about another type is recorded.
+func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
 	var doc struct {
 		Content map[string]json.RawMessage `json:"content"`
 	}
@@ -26,18 +27,8 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 		return provider.Plan{}, fmt.Errorf("%w: %v", provider.ErrMalformed, err)
 	}
 	var p provider.Plan
-	if inv, ok := doc.Content["invoice"]; ok {
-		var i struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(inv, &i) == nil && i.ID != "" && i.Status == "paid" {
-			p.Facts = append(p.Facts, provider.Fact{Type: "invoice_paid", ID: i.ID, Data: inv})
-			p.Actions = append(p.Actions, provider.Action{Subject: i.ID, Kind: "receipt"})
-		}
-	}
 	obj, ok := doc.Content[ev.ResourceType]
-	if !ok || ev.ResourceID == "" {
+	if !ok || ev.ResourceID == "" || !ep.Projects(ev.ResourceType, nil) {
 		return p, nil
 	}
 	if ev.Version == nil {
@@ -53,4 +44,11 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 	p.Snapshot = &provider.Snapshot{Version: *ev.Version, State: obj, Status: s.Status,
 		Deleted: s.Deleted || strings.HasSuffix(ev.EventType, "_deleted")}
 	return p, nil
+}
+
+// FactObject implements provider.FactObjecter: a Chargebee event's objects
+// are in content, one per type; by default the event's resource's. A fact
+// about another object names it (content.invoice).
+func (Provider) FactObject(ev provider.StoredEvent) string {
+	return "content." + ev.ResourceType
 }

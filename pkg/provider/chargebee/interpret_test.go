@@ -18,9 +18,8 @@ func TestInterpret(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, provider.Plan{
 		Snapshot: &provider.Snapshot{Version: 1700000000123, State: []byte(sub), Status: "cancelled"},
-		Facts:    []provider.Fact{{Type: "invoice_paid", ID: "inv_1", Data: []byte(`{"id":"inv_1","status":"paid"}`)}},
-		Actions:  []provider.Action{{Subject: "inv_1", Kind: "receipt"}},
-	}, got)
+	}, got, "the invoice_paid fact is declared (package fact), not coded here")
+	require.Equal(t, "content.subscription", Provider{}.FactObject(provider.StoredEvent{ResourceType: "subscription"}))
 
 	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "subscription_deleted", ResourceType: "subscription", ResourceID: "sub_1", Version: v(5),
 		Payload: []byte(`{"content":{"subscription":{"resource_version":5}}}`)}, nil)
@@ -30,13 +29,12 @@ func TestInterpret(t *testing.T) {
 	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "invoice", ResourceID: "inv_2", Version: v(9),
 		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","status":"pending","resource_version":9}}}`)}, nil)
 	require.NoError(t, err)
-	require.Empty(t, got.Facts, "an unpaid invoice is no fact")
+	require.Equal(t, "pending", got.Snapshot.Status)
 
 	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice_generated", ResourceType: "subscription", ResourceID: "sub_1",
 		Payload: []byte(`{"content":{"invoice":{"id":"inv_2","subscription_id":"sub_1","status":"paid"}}}`)}, nil)
 	require.NoError(t, err)
 	require.Nil(t, got.Snapshot, "an invoice without its subscription's object is no snapshot")
-	require.Len(t, got.Facts, 1)
 
 	for _, payload := range []string{`{`, `{"content":{"subscription":[]}}`} {
 		_, err := Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1", Version: v(1), Payload: []byte(payload)}, nil)
@@ -47,4 +45,27 @@ func TestInterpret(t *testing.T) {
 	_, err = Provider{}.Interpret(provider.StoredEvent{ResourceType: "subscription", ResourceID: "sub_1",
 		Payload: []byte(`{"content":{"subscription":{"id":"sub_1","resource_version":9}}}`)}, nil)
 	require.ErrorIs(t, err, provider.ErrMalformed)
+}
+
+// A Chargebee endpoint projects every type it receives a snapshot of unless
+// its `project` names some: then an event about another type is recorded,
+// no snapshot. Fails if the type gate is removed or ignores the list.
+func TestInterpretSnapshotsOnlyProjectedTypes(t *testing.T) {
+	t.Parallel()
+	v := int64(3)
+	ev := provider.StoredEvent{EventType: "customer_changed", ResourceType: "customer", ResourceID: "cus_1", Version: &v,
+		Payload: []byte(`{"content":{"customer":{"id":"cus_1","resource_version":3}}}`)}
+	for _, c := range []struct {
+		ep   *provider.Endpoint
+		snap bool
+	}{
+		{nil, true}, {&provider.Endpoint{}, true},
+		{&provider.Endpoint{Project: []string{"subscription", "customer"}}, true},
+		{&provider.Endpoint{Project: []string{"subscription"}}, false},
+		{&provider.Endpoint{Project: []string{}}, false},
+	} {
+		got, err := Provider{}.Interpret(ev, c.ep)
+		require.NoError(t, err)
+		require.Equal(t, c.snap, got.Snapshot != nil, "%+v", c.ep)
+	}
 }

@@ -211,6 +211,30 @@ type statusError struct {
 	// message is GitHub's own "message" (and first error's), which says
 	// why a 422 refused the request.
 	message string
+	// retryAfter is how long GitHub asked to wait: its Retry-After, else
+	// the time until x-ratelimit-reset when the limit is spent
+	// (https://docs.github.com/en/rest/using-the-rest-api/best-practices-for-using-the-rest-api#handle-rate-limit-errors-appropriately).
+	retryAfter time.Duration
+}
+
+// RetryAfter is how long GitHub asked to wait (0: it did not say); the
+// processor's retry honours it.
+func (e *statusError) RetryAfter() time.Duration { return e.retryAfter }
+
+// retryAfter reads a rate-limited answer's wait: retry-after in seconds,
+// else x-ratelimit-reset (epoch seconds) when x-ratelimit-remaining is 0.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if h.Get("X-RateLimit-Remaining") == "0" {
+		if r, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+			if d := time.Unix(r, 0).Sub(now); d > 0 {
+				return d
+			}
+		}
+	}
+	return 0
 }
 
 func (e *statusError) Error() string {
@@ -266,6 +290,7 @@ func (c *Client) send(ctx context.Context, method, path string, want int) ([]byt
 	case resp.StatusCode == http.StatusTooManyRequests,
 		resp.StatusCode == http.StatusForbidden && resp.Header.Get("X-RateLimit-Remaining") == "0":
 		e.sentinel = ErrRateLimited
+		e.retryAfter = retryAfter(resp.Header, time.Now())
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		e.sentinel = ErrUnauthorized
 	case resp.StatusCode == http.StatusNotFound:

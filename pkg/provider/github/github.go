@@ -49,6 +49,9 @@ type payload struct {
 	Repository   object `json:"repository"`
 	Organization object `json:"organization"`
 	Installation object `json:"installation"`
+	PullRequest  struct {
+		Number int64 `json:"number"`
+	} `json:"pull_request"`
 }
 
 type object struct {
@@ -65,8 +68,10 @@ type object struct {
 // repository's events are handled in sequence under one key and one fence
 // whatever it is called: a rename or a transfer changes full_name and keeps
 // the id. Otherwise by the organization's id, otherwise by the App
-// installation's id; otherwise they are about no resource. GitHub sends no
-// versions.
+// installation's id; otherwise they are about no resource. An endpoint
+// that projects pull requests keys pull_request, pull_request_review and
+// pull_request_review_comment events by the pull request
+// (PullRequestID). GitHub sends no versions.
 func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time.Time) (provider.Event, error) {
 	sig := h.Get(SignatureHeader)
 	if sig == "" {
@@ -112,6 +117,11 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 		out.Type = typ + "." + p.Action
 	}
 	switch {
+	case pullEvents[typ] && p.Repository.ID != 0 && p.PullRequest.Number > 0 && ep.Projects(PullRequest, []string{}):
+		// Only an endpoint that projects pull requests keys them apart
+		// from their repository: its events of one pull request are then
+		// hints in one sequence.
+		out.ResourceType, out.ResourceID = PullRequest, PullRequestID(p.Repository.ID, p.PullRequest.Number)
 	case p.Repository.ID != 0:
 		out.ResourceType, out.ResourceID = "repository", strconv.FormatInt(p.Repository.ID, 10)
 	case p.Organization.ID != 0:

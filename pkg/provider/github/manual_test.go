@@ -11,9 +11,10 @@ import (
 )
 
 // The operator's manual tells what a replayed GitHub body does: GitHub
-// events are recorded, never projected nor fetched, so a replay adds a
-// stored event and changes no state. The manual must say so, not promise a
-// fetch that never happens.
+// events are recorded, never projected nor fetched (but the pull requests
+// an endpoint projects, read again from GitHub), so a replay adds a stored
+// event and changes no state. The manual must say so, not promise a fetch
+// that never happens.
 func TestManualSaysReplayedGitHubBodiesAreStoredNotProjected(t *testing.T) {
 	t.Parallel()
 	p, err := Provider{}.Interpret(provider.StoredEvent{EventType: "push", ResourceType: "repository", ResourceID: "1",

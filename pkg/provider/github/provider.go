@@ -2,6 +2,8 @@ package github
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hookyard/hookyard/pkg/provider"
 )
@@ -14,9 +16,13 @@ type Provider struct{ Verifier }
 // Name implements provider.Provider.
 func (Provider) Name() string { return provider.GitHub }
 
-// Interpret implements provider.Interpreter: GitHub events are recorded;
-// none of them is projected.
-func (Provider) Interpret(provider.StoredEvent, *provider.Endpoint) (provider.Plan, error) {
+// Interpret implements provider.Interpreter: an event about a pull
+// request (Verify keys it so only when the endpoint projects pull
+// requests) is a hint to fetch it; every other event is recorded.
+func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
+	if ev.ResourceType == PullRequest && ev.ResourceID != "" && ep.Projects(PullRequest, []string{}) {
+		return provider.Plan{Fetch: true}, nil
+	}
 	return provider.Plan{}, nil
 }
 
@@ -26,6 +32,12 @@ func (Provider) EndpointKeys() []string { return []string{"github_hook"} }
 // CheckEndpoint implements provider.EndpointChecker: github_hook names one
 // hook, and an App's key parses.
 func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
+	for _, t := range ep.Project {
+		if !slices.Contains(Projectable, t) {
+			// A type nothing fetches would promise projections that never come.
+			return []error{fmt.Errorf("project: GitHub %q is not projected; projectable: %s", t, strings.Join(Projectable, ", "))}
+		}
+	}
 	if ep.GitHubHook == nil {
 		return nil
 	}
@@ -40,13 +52,17 @@ func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
 	return nil
 }
 
-// Connect implements provider.Connector. The processor reads nothing from
-// GitHub; the reconciler walks the deliveries of each endpoint's
-// github_hook at opts.BaseURL (GITHUB_API_BASE, else GitHub's), at
-// opts.ReconcileRate (reconciler.github_rate), and asks again for the
-// failed ones.
-func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
-	return provider.SourceFunc(func(ep *provider.Endpoint) (*provider.Source, error) {
+// Connect implements provider.Connector. The processor fetches the pull
+// requests of the endpoints that project them (connectPulls), at
+// opts.BaseURL (GITHUB_API_BASE, else GitHub's); the reconciler walks the
+// deliveries of each endpoint's github_hook there, at opts.ReconcileRate
+// (reconciler.github_rate), and asks again for the failed ones.
+func (Provider) Connect(eps []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
+	pulls, err := connectPulls(eps, opts)
+	if err != nil {
+		return nil, err
+	}
+	return connection{pulls: pulls, source: func(ep *provider.Endpoint) (*provider.Source, error) {
 		if ep.GitHubHook == nil {
 			return nil, nil
 		}
@@ -56,7 +72,7 @@ func (Provider) Connect(_ []provider.Endpoint, opts provider.APIOptions) (provid
 		}
 		return &provider.Source{Provider: provider.GitHub, SourceAccount: ep.SourceAccount,
 			Environment: ep.Environment, Endpoint: ep, Hooks: Deliveries{Client: cl}, Listing: hookListing(*ep.GitHubHook)}, nil
-	}), nil
+	}}, nil
 }
 
 // hookListing names a hook's deliveries listing: deliveries are listed per

@@ -12,13 +12,16 @@ import (
 // Interpret implements provider.Interpreter. An event with a version is a
 // snapshot: the state at ep.Paths.State ("data" by default), deleted when
 // the type ends in ".deleted" or ep.Paths.Deleted says so. An event about
-// a resource without a version is a hint to fetch.
+// a resource without a version is a hint to fetch when the endpoint names
+// a fetch API (ep.Fetch), and only recorded when it names none. Only the types the
+// endpoint projects (ep.Project; by default every type) are either: an
+// event about another type is recorded.
 func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
-	if ev.ResourceID == "" {
+	if ev.ResourceID == "" || !ep.Projects(ev.ResourceType, nil) {
 		return provider.Plan{}, nil
 	}
 	if ev.Version == nil {
-		return provider.Plan{Fetch: true}, nil
+		return provider.Plan{Fetch: ep != nil && ep.Fetch != nil}, nil
 	}
 	var doc any
 	dec := json.NewDecoder(bytes.NewReader(ev.Payload))
@@ -73,3 +76,7 @@ func lookupObjects(doc any, path string) (any, bool) {
 	}
 	return cur, true
 }
+
+// FactObject implements provider.FactObjecter: a Standard Webhooks
+// message's object is its data.
+func (Provider) FactObject(provider.StoredEvent) string { return "data" }

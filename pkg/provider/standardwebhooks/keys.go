@@ -92,12 +92,19 @@ func CheckSecrets(ep *provider.Endpoint) []error {
 }
 
 // EndpointKeys implements provider.EndpointChecker: a Standard Webhooks
-// endpoint reads none of the provider-specific keys.
-func (Verifier) EndpointKeys() []string { return nil }
+// endpoint reads fetch, its sender's API.
+func (Verifier) EndpointKeys() []string { return []string{"fetch"} }
 
 // CheckEndpoint implements provider.EndpointChecker: every secret must be a
 // key the verifier can use (CheckSecrets). It is declared on Verifier, and
 // so promoted to Provider; a CheckEndpoint declared on Provider itself
 // must return CheckSecrets' errors too
 // (TestKeysTheVerifierCannotUseAreRefusedByTheEndpointCheck).
-func (Verifier) CheckEndpoint(ep *provider.Endpoint) []error { return CheckSecrets(ep) }
+// It also checks the endpoint's fetch API (CheckFetch).
+func (Verifier) CheckEndpoint(ep *provider.Endpoint) []error {
+	errs := CheckSecrets(ep)
+	if ep.Fetch != nil {
+		errs = append(errs, CheckFetch(ep.Fetch)...)
+	}
+	return errs
+}

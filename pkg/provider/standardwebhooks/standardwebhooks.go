@@ -3,8 +3,9 @@
 // with the reference library, reads their identity through the endpoint's
 // configured JSON paths, and says what they ask of the processor
 // (Interpret: a versioned snapshot, or a hint). It is the minimal provider:
-// no API, no settings of its own (CheckEndpoint only checks that every
-// secret is a key it can use), no simulator.
+// no simulator, one setting of its own, `fetch`: a sender's URL serving a
+// resource's current state, which makes an unversioned event a hint the
+// processor fetches (fetch.go; CheckEndpoint checks it and every secret).
 //
 // It owns signature and timestamp checking and the reading of configured
 // paths. It never writes hookyard's state, which is the processor's. It

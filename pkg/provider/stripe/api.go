@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -135,7 +136,8 @@ var modes = map[bool]string{false: "test", true: "live"}
 // https://docs.stripe.com/api/charges/retrieve,
 // https://docs.stripe.com/api/prices/retrieve,
 // https://docs.stripe.com/api/products/retrieve). Which of them the
-// processor fetches is its interpretation's choice, not the client's.
+// processor fetches is each endpoint's `project` (Interpret), not the
+// client's; these are the types it may name.
 var plurals = map[string]string{
 	"subscription":   "subscriptions",
 	"customer":       "customers",
@@ -144,6 +146,13 @@ var plurals = map[string]string{
 	"charge":         "charges",
 	"price":          "prices",
 	"product":        "products",
+}
+
+// Fetchable reports whether the client can retrieve resources of type t
+// (GET /v1/<objects>/<id>): the types an endpoint may project.
+func Fetchable(t string) bool {
+	_, ok := plurals[t]
+	return ok
 }
 
 // Client reads Stripe resources. It is safe for concurrent use.
@@ -483,3 +492,13 @@ type callerGone struct{ err error }
 
 func (g *callerGone) Error() string { return g.err.Error() }
 func (g *callerGone) Unwrap() error { return g.err }
+
+// FetchableTypes are the types Fetchable accepts, sorted.
+func FetchableTypes() []string {
+	out := make([]string, 0, len(plurals))
+	for t := range plurals {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

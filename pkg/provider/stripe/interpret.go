@@ -7,10 +7,17 @@ import (
 	"github.com/hookyard/hookyard/pkg/provider"
 )
 
-// Interpret implements provider.Interpreter. A paid invoice is a fact and
-// a receipt to send; every event about a subscription is a hint to fetch,
-// since Stripe sends no version.
-func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provider.Plan, error) {
+// DefaultProject is what a Stripe endpoint projects when its `project`
+// names nothing: subscriptions, as before any other type was projected.
+// Every projected type costs one API call per event (Stripe sends no
+// version, so each event is a hint to fetch), out of the account's quota.
+var DefaultProject = []string{"subscription"}
+
+// Interpret implements provider.Interpreter. Every event about a resource
+// of a type the endpoint projects (ep.Project, else DefaultProject) is a
+// hint to fetch, since Stripe sends no version. Facts (an invoice paid)
+// are declared, not read here: see FactObject.
+func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
 	var doc struct {
 		Data struct {
 			Object json.RawMessage `json:"object"`
@@ -20,20 +27,15 @@ func (Provider) Interpret(ev provider.StoredEvent, _ *provider.Endpoint) (provid
 		return provider.Plan{}, fmt.Errorf("%w: %v", provider.ErrMalformed, err)
 	}
 	var p provider.Plan
-	switch ev.EventType {
-	case "invoice.paid", "invoice.payment_succeeded":
-		var inv struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(doc.Data.Object, &inv); err != nil || inv.ID == "" {
-			return provider.Plan{}, fmt.Errorf("%w: invoice without id", provider.ErrMalformed)
-		}
-		p.Facts = append(p.Facts, provider.Fact{Type: "invoice_paid", ID: inv.ID, Data: doc.Data.Object})
-		p.Actions = append(p.Actions, provider.Action{Subject: inv.ID, Kind: "receipt"})
-	}
-	// Stripe sends no version: every event about a subscription is a hint.
-	if ev.ResourceType == "subscription" && ev.ResourceID != "" {
+	// Stripe sends no version: every event about a projected resource is a
+	// hint. A type the client has no path for is never fetched (config
+	// refuses it in project; an endpoint the config lost keeps the default).
+	if ev.ResourceID != "" && ep.Projects(ev.ResourceType, DefaultProject) && Fetchable(ev.ResourceType) {
 		p.Fetch = true
 	}
 	return p, nil
 }
+
+// FactObject implements provider.FactObjecter: a Stripe event's object is
+// data.object.
+func (Provider) FactObject(provider.StoredEvent) string { return "data.object" }

@@ -19,15 +19,54 @@ func TestInterpret(t *testing.T) {
 	got, err = Provider{}.Interpret(provider.StoredEvent{EventType: "invoice.paid", ResourceType: "subscription", ResourceID: "sub_1",
 		Payload: []byte(`{"data":{"object":` + inv + `}}`)}, nil)
 	require.NoError(t, err)
-	require.Equal(t, provider.Plan{Fetch: true,
-		Facts:   []provider.Fact{{Type: "invoice_paid", ID: "in_1", Data: []byte(inv)}},
-		Actions: []provider.Action{{Subject: "in_1", Kind: "receipt"}}}, got)
+	require.Equal(t, provider.Plan{Fetch: true}, got, "the invoice_paid fact is declared (package fact), not coded here")
+	require.Equal(t, "data.object", Provider{}.FactObject(provider.StoredEvent{}))
 
-	for _, tc := range []provider.StoredEvent{
-		{Payload: []byte(`{`)},
-		{EventType: "invoice.payment_succeeded", Payload: []byte(`{"data":{"object":{}}}`)},
-	} {
-		_, err := Provider{}.Interpret(tc, nil)
-		require.ErrorIs(t, err, provider.ErrMalformed, string(tc.Payload))
+	_, err = Provider{}.Interpret(provider.StoredEvent{Payload: []byte(`{`)}, nil)
+	require.ErrorIs(t, err, provider.ErrMalformed)
+}
+
+// Which types a Stripe endpoint projects is its `project`: by default
+// subscriptions only, so an event about a customer is recorded and costs no
+// API call; an endpoint that projects customers and invoices fetches them.
+// A type the client has no path for is never a fetch, whatever the config
+// says. Fails if the type gate is removed (every event would fetch) or if
+// it ignores the endpoint's list.
+func TestInterpretFetchesOnlyProjectedTypes(t *testing.T) {
+	t.Parallel()
+	ev := func(typ, id string) provider.StoredEvent {
+		return provider.StoredEvent{EventType: typ + ".updated", ResourceType: typ, ResourceID: id,
+			Payload: []byte(`{"data":{"object":{"id":"` + id + `","object":"` + typ + `"}}}`)}
 	}
+	plain := &provider.Endpoint{Provider: provider.Stripe}
+	wide := &provider.Endpoint{Provider: provider.Stripe, Project: []string{"subscription", "customer", "invoice"}}
+	only := &provider.Endpoint{Provider: provider.Stripe, Project: []string{"customer"}}
+	for _, c := range []struct {
+		ep    *provider.Endpoint
+		typ   string
+		fetch bool
+	}{
+		{nil, "subscription", true}, {nil, "customer", false},
+		{plain, "subscription", true}, {plain, "customer", false}, {plain, "invoice", false},
+		{wide, "subscription", true}, {wide, "customer", true}, {wide, "invoice", true}, {wide, "charge", false},
+		{only, "subscription", false}, {only, "customer", true},
+		{&provider.Endpoint{Project: []string{"discount"}}, "discount", false},
+	} {
+		got, err := Provider{}.Interpret(ev(c.typ, "x_1"), c.ep)
+		require.NoError(t, err)
+		require.Equal(t, c.fetch, got.Fetch, "%s on %+v", c.typ, c.ep)
+	}
+}
+
+// A Stripe endpoint may only project what the client can fetch: a type
+// without an API path would fail every event of its type.
+func TestProjectOfAnUnfetchableTypeIsRefused(t *testing.T) {
+	t.Parallel()
+	ep := &provider.Endpoint{Provider: provider.Stripe, SourceAccount: "acct_1", Environment: "test",
+		Project: []string{"customer", "discount", "payment_intent"}}
+	errs := Provider{}.CheckEndpoint(ep)
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].Error(), `project[1] "discount"`)
+	require.Empty(t, Provider{}.CheckEndpoint(&provider.Endpoint{Provider: provider.Stripe, Environment: "test",
+		Project: FetchableTypes()}))
 }

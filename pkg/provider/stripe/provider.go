@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hookyard/hookyard/pkg/provider"
 )
@@ -31,6 +32,13 @@ func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
 		// test environment's projections (the processor refuses them, but
 		// every event would die); say so at start.
 		errs = append(errs, fmt.Errorf("api_key %w (environment %q)", err, ep.Environment))
+	}
+	for i, t := range ep.Project {
+		if !Fetchable(t) {
+			// Projecting a Stripe type means fetching it: one the client
+			// cannot retrieve would fail every event of its type.
+			errs = append(errs, fmt.Errorf("project[%d] %q is not a Stripe object hookyard can fetch (one of %s)", i, t, strings.Join(FetchableTypes(), ", ")))
+		}
 	}
 	return errs
 }

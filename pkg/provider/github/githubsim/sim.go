@@ -150,6 +150,12 @@ type Sim struct {
 	appPub *rsa.PublicKey
 	// repoName is the repository's full name now (RenameRepo).
 	repoName string
+	// pulls are the repository's pull requests by number (SetPull).
+	pulls map[int64]map[string]any
+	// rateLimited makes every API call a spent primary rate limit.
+	rateLimited bool
+	// pullCalls counts GET .../pulls/{number}.
+	pullCalls int
 }
 
 // New returns a simulator with no deliveries.
@@ -169,7 +175,8 @@ func New(cfg Config) *Sim {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}, repoName: cfg.Repo}
+	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}, repoName: cfg.Repo,
+		pulls: map[int64]map[string]any{}}
 	base := ""
 	switch {
 	case cfg.AppID != "":
@@ -193,6 +200,7 @@ func New(cfg Config) *Sim {
 	}
 	s.mux.HandleFunc("GET "+base, s.api(s.list))
 	s.mux.HandleFunc("POST "+base+"/{id}/attempts", s.api(s.redeliver))
+	s.mux.HandleFunc("GET /repositories/{repo_id}/pulls/{number}", s.pull)
 	s.mux.HandleFunc("POST /sim/deliveries", s.simDeliver)
 	s.mux.HandleFunc("POST /sim/down", simhttp.Down(s.SetDown))
 	return s
@@ -562,4 +570,68 @@ func (s *Sim) Backdate(d time.Duration) {
 	for i := range s.log {
 		s.log[i].DeliveredAt = s.log[i].DeliveredAt.Add(-d)
 	}
+}
+
+// SetPull sets pull request number of the repository to state ("open",
+// "closed"), merged or not, as GET /repositories/{id}/pulls/{number}
+// answers it.
+func (s *Sim) SetPull(number int64, state string, merged bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := map[string]any{"number": number, "state": state, "merged": merged, "merged_at": nil,
+		"base": map[string]any{"repo": map[string]any{"id": s.cfg.RepoID, "full_name": s.repoName}}}
+	if merged {
+		pr["merged_at"] = s.cfg.Now().UTC().Format(time.RFC3339)
+	}
+	s.pulls[number] = pr
+}
+
+// SetRateLimited spends (or restores) the token's primary rate limit.
+func (s *Sim) SetRateLimited(limited bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rateLimited = limited
+}
+
+// PullCalls is how many pull request reads reached the simulator.
+func (s *Sim) PullCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pullCalls
+}
+
+// pull answers GET /repositories/{repo_id}/pulls/{number} as GitHub does
+// (https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request): 401
+// for a bad token; 403 with x-ratelimit-remaining: 0 when the primary
+// rate limit is spent
+// (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit);
+// 404 for a pull request or repository that does not exist or that the
+// token may not see (GitHub does not tell them apart: "Not Found").
+func (s *Sim) pull(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.pullCalls++
+	limited, pr := s.rateLimited, map[string]any(nil)
+	if n, err := strconv.ParseInt(r.PathValue("number"), 10, 64); err == nil && r.PathValue("repo_id") == strconv.FormatInt(s.cfg.RepoID, 10) {
+		pr = s.pulls[n]
+	}
+	s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+s.cfg.Token {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials",
+			"documentation_url": "https://docs.github.com/rest"})
+		return
+	}
+	if limited {
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded",
+			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
+		return
+	}
+	if pr == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found",
+			"documentation_url": "https://docs.github.com/rest/pulls/pulls#get-a-pull-request"})
+		return
+	}
+	writeJSON(w, http.StatusOK, pr)
 }

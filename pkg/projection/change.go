@@ -1,0 +1,137 @@
+package projection
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/message"
+)
+
+// changeHead + decision + changeTail (+ more conditions) + ")" is the CTE
+// that turns a projection write into its change record, queued in the
+// outbox by the statement that wrote the projection: the record exists
+// exactly when the write committed, under the same fence check, and a
+// refused or rolled-back write (stale, duplicate, fenced) has none. It reads
+// the row as the upsert left it (the up CTE's RETURNING, changeReturning),
+// so the record is the stored projection, not what the event proposed. $13
+// is the resource's key, $14 the changes topic (empty: no record). The
+// record's fields are message.Change's (schemas/change.schema.json).
+//
+// The outbox row's id is taken after the upsert locked the projection row,
+// and the lock is held until commit, so a resource's change rows are
+// numbered in the order of its writes; the relay publishes a change row
+// only after every earlier row of its key left the outbox (its claimSQL).
+const (
+	changeHead = `change AS (
+    INSERT INTO outbox (message_key, message, topic)
+    SELECT $13, json_build_object(
+        'provider', $1::text, 'source_account', $2::text, 'environment', $3::text,
+        'resource_type', $4::text, 'resource_id', $5::text,
+        'decision', '`
+	changeTail = `', 'event_id', u.source_event_id, 'fence_generation', u.fence_generation,
+        'provider_version', u.provider_version, 'fetch_seq', u.fetch_seq, 'fetched_at', u.fetched_at,
+        'status', coalesce(u.status, ''), 'deleted', u.deleted, 'state', u.state,
+        'changed_at', u.updated_at)::text, $14::text
+    FROM up u
+    WHERE $14::text <> ''`
+	// changeReturning is what up returns for the change CTE.
+	changeReturning = `RETURNING p.provider_version, p.state, p.status, p.deleted, p.source_event_id,
+        p.fence_generation, p.fetch_seq, p.fetched_at, p.updated_at`
+)
+
+// Current is the decision of a change record that republishes a stored
+// projection (Republish): no write happened, the record says what is.
+const Current = "current"
+
+// republishSQL queues a change record of each of the next $6 projections
+// after the primary key ($1, …, $5; empty strings for the start), in
+// primary-key order, for topic $7, and returns the last key it queued and
+// how many it queued. It locks the rows it reads (FOR SHARE): a write of
+// the same resource either committed before, and the record shows it, or
+// waits for this statement, and its own record gets a later id; so the
+// resource's records stay in write order. The walk takes one key at a
+// time (LIMIT 1 after the previous one), and locks each row through a
+// LATERAL probe: both are the primary key's only sensible plan, where an
+// ORDER BY … LIMIT 1000 over a table without statistics reads the whole
+// table and sorts it, once per batch.
+const republishSQL = `
+WITH RECURSIVE walk AS (
+    (SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id, 1 AS n
+     FROM projection p
+     WHERE (p.provider, p.source_account, p.environment, p.resource_type, p.resource_id) > ($1, $2, $3, $4, $5)
+     ORDER BY p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
+     LIMIT 1)
+    UNION ALL
+    SELECT nx.provider, nx.source_account, nx.environment, nx.resource_type, nx.resource_id, w.n + 1
+    FROM walk w CROSS JOIN LATERAL (
+        SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
+        FROM projection p
+        WHERE (p.provider, p.source_account, p.environment, p.resource_type, p.resource_id)
+            > (w.provider, w.source_account, w.environment, w.resource_type, w.resource_id)
+        ORDER BY p.provider, p.source_account, p.environment, p.resource_type, p.resource_id
+        LIMIT 1) nx
+    WHERE w.n < $6
+), batch AS MATERIALIZED (
+    SELECT u.* FROM walk w CROSS JOIN LATERAL (
+        SELECT p.provider, p.source_account, p.environment, p.resource_type, p.resource_id, p.provider_version,
+            p.state, p.status, p.deleted, p.source_event_id, p.fence_generation, p.fetch_seq, p.fetched_at, p.updated_at
+        FROM projection p
+        WHERE p.provider = w.provider AND p.source_account = w.source_account AND p.environment = w.environment
+          AND p.resource_type = w.resource_type AND p.resource_id = w.resource_id
+        LIMIT 1
+        FOR SHARE) u
+), ins AS (
+    INSERT INTO outbox (message_key, message, topic)
+    SELECT concat_ws('/', u.provider, u.source_account, u.environment, u.resource_type, u.resource_id),
+        json_build_object(
+        'provider', u.provider, 'source_account', u.source_account, 'environment', u.environment,
+        'resource_type', u.resource_type, 'resource_id', u.resource_id,
+        'decision', '` + Current + `', 'event_id', u.source_event_id, 'fence_generation', u.fence_generation,
+        'provider_version', u.provider_version, 'fetch_seq', u.fetch_seq, 'fetched_at', u.fetched_at,
+        'status', coalesce(u.status, ''), 'deleted', u.deleted, 'state', u.state,
+        'changed_at', u.updated_at)::text, $7::text
+    FROM batch u
+    ORDER BY u.provider, u.source_account, u.environment, u.resource_type, u.resource_id
+)
+SELECT provider, source_account, environment, resource_type, resource_id, (SELECT count(*) FROM batch) FROM batch
+ORDER BY provider DESC, source_account DESC, environment DESC, resource_type DESC, resource_id DESC LIMIT 1`
+
+// RepublishBatchDefault is how many projections Republish queues per
+// statement (and transaction).
+const RepublishBatchDefault = 1000
+
+// Republish queues a change record (decision Current) of every projection
+// for topic, batch at a time, each batch its own transaction, and returns
+// how many it queued. It brings the changes topic up to every projection
+// that existed before changes were published (an upgrade), or that a
+// consumer lost; the relay publishes the records in order with the
+// resources' own changes. progress, when set, is called after each batch.
+func Republish(ctx context.Context, pool *pgxpool.Pool, topic string, batch int, progress func(done int64)) (int64, error) {
+	if topic == "" {
+		return 0, fmt.Errorf("republish projections: no changes topic")
+	}
+	batch = cmp.Or(batch, RepublishBatchDefault)
+	var after message.Resource
+	var done int64
+	for {
+		var last message.Resource
+		var n int64
+		err := pool.QueryRow(ctx, republishSQL, after.Provider, after.SourceAccount, after.Environment, after.Type, after.ID,
+			batch, topic).Scan(&last.Provider, &last.SourceAccount, &last.Environment, &last.Type, &last.ID, &n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return done, nil
+		}
+		if err != nil {
+			return done, fmt.Errorf("republish projections after %q: %w", after.Key(), err)
+		}
+		after, done = last, done+n
+		if progress != nil {
+			progress(done)
+		}
+	}
+}
