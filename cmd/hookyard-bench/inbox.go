@@ -20,7 +20,7 @@ const inboxSchema = "bench_inbox_size"
 
 // inboxTables are the tables B3 keeps autovacuum off on, so that no
 // statistics appear while it measures.
-var inboxTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "subscription_projection", "projection_history", "partition_fence", "topic_fence", "fact", "action"}
+var inboxTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "projection", "projection_history", "partition_fence", "topic_fence", "fact", "action"}
 
 // preloadFinishedSQL writes $1 processed events of the measured account
 // (spread over $1/10 other subscriptions) with generate_series: the history
@@ -128,7 +128,7 @@ func (b *bench) inboxRun(ctx context.Context, rows int) (inboxResult, error) {
 	// without this they would all be stale. Events a timed-out first round
 	// left pending have no record any more; they would keep the second
 	// round from ever finishing.
-	for _, q := range []string{`DELETE FROM subscription_projection`,
+	for _, q := range []string{`DELETE FROM projection`,
 		`UPDATE webhook_inbox SET status = 'processed', outcome = 'bench: left by a timed-out round' WHERE status = 'pending'`} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			return res, fmt.Errorf("reset after the first round: %w", err)

@@ -17,7 +17,7 @@ import (
 // The tables every phase starts without.
 const truncateReceiverSQL = `TRUNCATE webhook_inbox, webhook_inbox_body, outbox`
 
-const truncateAllSQL = `TRUNCATE webhook_inbox, webhook_inbox_body, outbox, subscription_projection, projection_history,
+const truncateAllSQL = `TRUNCATE webhook_inbox, webhook_inbox_body, outbox, projection, projection_history,
 	partition_fence, topic_fence, fact, action`
 
 func (b *bench) truncate(ctx context.Context, sql string) error {

@@ -36,7 +36,7 @@ const (
 
 // pipeTables are the tables the "no statistics" run keeps autovacuum (and
 // so auto-analyze) off on.
-var pipeTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "subscription_projection", "projection_history",
+var pipeTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "projection", "projection_history",
 	"partition_fence", "topic_fence", "fact", "action"}
 
 // pipeRun is one open-loop run through `hookyard dev`.

@@ -257,7 +257,7 @@ func TestStorageBaselineConfigLoadsAndOnlyTheNewSideNamesPartitionKeys(t *testin
 	require.NoError(t, err)
 	require.Equal(t, time.Minute, cfg.Retention.PartitionInterval)
 	require.Equal(t, 3*time.Minute, cfg.Retention.PayloadAge)
-	require.Equal(t, config.IdentityAgeMin, cfg.Retention.IdentityAge, "identities are kept as long as the config allows no less")
+	require.Equal(t, 3*time.Minute, cfg.Retention.IdentityAge, "identities leave at the horizon too (dev allows it)")
 	own := filepath.Join(dir, "own.yaml")
 	require.NoError(t, os.WriteFile(own, []byte("retention:\n  payload_age: 1h\n"), 0o600))
 	b.opts.storageNewConfig = own
