@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,20 +20,28 @@ const inboxSchema = "bench_inbox_size"
 
 // inboxTables are the tables B3 keeps autovacuum off on, so that no
 // statistics appear while it measures.
-var inboxTables = []string{"webhook_inbox", "outbox", "subscription_projection", "projection_history", "partition_fence", "topic_fence", "fact", "action"}
+var inboxTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "projection", "projection_history", "partition_fence", "topic_fence", "fact", "action"}
 
 // preloadFinishedSQL writes $1 processed events of the measured account
 // (spread over $1/10 other subscriptions) with generate_series: the history
 // an inbox carries. Every row shares provider, account and environment with
 // the measured events, so an index led by those columns narrows nothing.
+// As intake stores them: the ledger row with body_at, its body once in
+// webhook_inbox_body at stored_at = body_at (now(), in the partition intake
+// writes to).
 const preloadFinishedSQL = `
-INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
-    resource_type, resource_id, resource_version, payload, status, outcome, processed_at, received_at)
-SELECT $2, $3, $4, 'old_' || g, $5, 'subscription_changed', 'subscription', 'sub_old_' || (g % greatest($1 / 10, 1)), g,
-       jsonb_build_object('id', 'old_' || g, 'event_type', 'subscription_changed',
+WITH ledger AS (
+    INSERT INTO webhook_inbox (provider, source_account, environment, event_id, endpoint_id, event_type,
+        resource_type, resource_id, resource_version, body_at, status, outcome, processed_at, received_at)
+    SELECT $2, $3, $4, 'old_' || g, $5, 'subscription_changed', 'subscription', 'sub_old_' || (g % greatest($1 / 10, 1)), g,
+           now(), 'processed', 'applied', now() - interval '1 hour', now() - interval '1 hour' - ($1 - g) * interval '1 millisecond'
+    FROM generate_series(1, $1::int) g
+)
+INSERT INTO webhook_inbox_body (provider, source_account, environment, event_id, stored_at, body)
+SELECT $2, $3, $4, 'old_' || g, now(),
+       convert_to(jsonb_build_object('id', 'old_' || g, 'event_type', 'subscription_changed',
            'content', jsonb_build_object('subscription', jsonb_build_object('id', 'sub_old_' || (g % greatest($1 / 10, 1)),
-               'status', 'active', 'resource_version', g, 'plan_id', 'basic-monthly', 'customer_id', 'cus_' || g))),
-       'processed', 'applied', now() - interval '1 hour', now() - interval '1 hour' - ($1 - g) * interval '1 millisecond'
+               'status', 'active', 'resource_version', g, 'plan_id', 'basic-monthly', 'customer_id', 'cus_' || g)))::text, 'UTF8')
 FROM generate_series(1, $1::int) g`
 
 // inboxResult is one inbox size: the processor with no statistics, then
@@ -86,10 +93,8 @@ func (b *bench) inboxRun(ctx context.Context, rows int) (inboxResult, error) {
 	if err := db.Migrate(ctx, pool, b.log); err != nil {
 		return res, err
 	}
-	for _, t := range inboxTables {
-		if _, err := pool.Exec(ctx, `ALTER TABLE `+t+` SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`); err != nil {
-			return res, fmt.Errorf("stop autovacuum on %s: %w", t, err)
-		}
+	if err := stopAutovacuum(ctx, pool, inboxTables); err != nil {
+		return res, err
 	}
 	opts.MaxConns, opts.ApplicationName = int32(b.opts.procConns), "hookyard-bench-inbox-processor"
 	procPool, err := db.Open(ctx, b.opts.dbURL, opts)
@@ -123,14 +128,14 @@ func (b *bench) inboxRun(ctx context.Context, rows int) (inboxResult, error) {
 	// without this they would all be stale. Events a timed-out first round
 	// left pending have no record any more; they would keep the second
 	// round from ever finishing.
-	for _, q := range []string{`DELETE FROM subscription_projection`,
+	for _, q := range []string{`DELETE FROM projection`,
 		`UPDATE webhook_inbox SET status = 'processed', outcome = 'bench: left by a timed-out round' WHERE status = 'pending'`} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			return res, fmt.Errorf("reset after the first round: %w", err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `ANALYZE `+strings.Join(inboxTables, ", ")); err != nil {
-		return res, fmt.Errorf("analyze: %w", err)
+	if err := analyze(ctx, pool, inboxTables); err != nil {
+		return res, err
 	}
 	res.analyzed, res.analyzeErr = b.inboxProcessorRun(ctx, procPool, "analyzed", 2)
 	return res, ctx.Err()
@@ -226,16 +231,57 @@ func (b *bench) printInbox(rs []inboxResult) {
 	b.emit(t)
 }
 
-// copyPending writes evs as pending inbox rows of ep with COPY.
+// copyPending writes evs as pending inbox rows of ep with COPY, as intake
+// stores them: the ledger rows with body_at, the bodies once in
+// webhook_inbox_body at stored_at = body_at (now, in the partition intake
+// writes to).
 func copyPending(ctx context.Context, pool *pgxpool.Pool, ep provider.Endpoint, eventType string, evs []benchEvent) error {
+	at := time.Now().Truncate(time.Microsecond)
 	rows := make([][]any, len(evs))
+	bodies := make([][]any, len(evs))
 	for i, e := range evs {
-		rows[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, ep.ID, eventType, "subscription", e.resource, e.version, e.payload, "pending"}
+		rows[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, ep.ID, eventType, "subscription", e.resource, e.version, at, "pending"}
+		bodies[i] = []any{ep.Provider, ep.SourceAccount, ep.Environment, e.id, at, []byte(e.payload)}
 	}
 	cols := []string{"provider", "source_account", "environment", "event_id", "endpoint_id", "event_type",
-		"resource_type", "resource_id", "resource_version", "payload", "status"}
-	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("copy inbox rows: %w", err)
+		"resource_type", "resource_id", "resource_version", "body_at", "status"}
+	bodyCols := []string{"provider", "source_account", "environment", "event_id", "stored_at", "body"}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_inbox"}, cols, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("copy inbox rows: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_inbox_body"}, bodyCols, pgx.CopyFromRows(bodies)); err != nil {
+			return fmt.Errorf("copy inbox bodies: %w", err)
+		}
+		return nil
+	})
+}
+
+// stopAutovacuum turns autovacuum (and so auto-analyze) off on tables: on
+// every leaf partition of a partitioned table (its parent has no storage
+// and takes no storage parameters), on the table itself otherwise.
+// Partitions created afterwards keep autovacuum on; the sections run within
+// the partitions a fresh schema starts with (the migration's first covers
+// three days). Tables an older layout lacks are left out.
+func stopAutovacuum(ctx context.Context, pool *pgxpool.Pool, tables []string) error {
+	have, err := existingTables(ctx, pool, tables)
+	if err != nil {
+		return err
+	}
+	for _, t := range have {
+		rows, err := pool.Query(ctx, `SELECT relid::regclass::text FROM pg_partition_tree($1::regclass) WHERE isleaf`, t)
+		if err != nil {
+			return fmt.Errorf("stop autovacuum on %s: %w", t, err)
+		}
+		leaves, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("stop autovacuum on %s: %w", t, err)
+		}
+		for _, l := range leaves {
+			if _, err := pool.Exec(ctx, `ALTER TABLE `+l+` SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`); err != nil {
+				return fmt.Errorf("stop autovacuum on %s: %w", l, err)
+			}
+		}
 	}
 	return nil
 }

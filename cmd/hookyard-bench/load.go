@@ -23,7 +23,7 @@ import (
 const (
 	benchEndpoint = "stripe-bench"
 	benchAccount  = "acct_bench"
-	benchSecret   = "whsec_bench"
+	benchSecret   = "whsec_bench_0123456789abcdef"
 	benchType     = "customer.subscription.updated"
 	benchSubs     = 10_000
 )

@@ -72,6 +72,7 @@ type options struct {
 	storagePurgeRows    int
 	storageRetentionCmd string
 	storageBodyTables   string
+	storageSides        map[string]bool
 	storageNewConfig    string
 	soakRate            float64
 	soakDuration        time.Duration
@@ -142,7 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.pipeSyncCommit, "pipeline-synchronous-commit", "", "D: synchronous_commit for the section's database (ALTER DATABASE … SET; empty: the server's), to see what a commit's WAL flush costs")
 	fs.BoolVar(&o.storage, "storage", false, "run section S: today's storage layout (the binary of -storage-baseline-rev) against this checkout's, side by side: bytes and WAL per event, a retention pass at -storage-purge-rows, a soak with a short horizon, a rate ladder (about two hours; not part of the default run)")
 	partsFlag := fs.String("storage-parts", strings.Join(storageParts, ","), "S: the parts to run, comma-separated: traffic (bytes and WAL per event), purge (retention pass at -storage-purge-rows), soak, ladder")
-	fs.BoolVar(&o.storageQuick, "storage-quick", false, "S: everything small, to check the harness in minutes: 10k events, 1M-row purge, 3-minute soak with a 1-minute horizon and 30 s interval, 10 s ladder steps (flags given explicitly still win)")
+	fs.BoolVar(&o.storageQuick, "storage-quick", false, "S: everything small, to check the harness in minutes: 10k events, 1M-row purge, 3-minute soak with a 1-minute horizon and 1-minute partitions, 10 s ladder steps (flags given explicitly still win)")
 	fs.StringVar(&o.storageBaselineRev, "storage-baseline-rev", "2092dc9", "S: git revision of today's layout; its binary is built once (git archive, go build) into $TMPDIR/hookyard-bench-rev/<commit>")
 	fs.StringVar(&o.storageBaselineBin, "storage-baseline-bin", "", "S: a prebuilt binary of today's layout instead of building -storage-baseline-rev")
 	fs.IntVar(&o.storageEvents, "storage-events", 100_000, "S traffic: Chargebee deliveries through each layout")
@@ -151,6 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.storagePurgeRows, "storage-purge-rows", 10_000_000, "S purge: inbox rows filled by SQL into each layout before its retention pass")
 	fs.StringVar(&o.storageRetentionCmd, "storage-retention-cmd", "retention", "S: the new binary's retention command and its arguments (run with its config, whose retention keys hold the horizons); a binary without it runs today's `purge -older-than`")
 	fs.StringVar(&o.storageBodyTables, "storage-body-tables", "webhook_inbox_body", "S purge: comma-separated tables the fill writes beside webhook_inbox where they exist (the new layout's bodies)")
+	sidesFlag := fs.String("storage-sides", "today,new", "S: the layouts to run, comma-separated: today (the baseline binary), new (this checkout's); one alone halves a part's time, its tables then have its columns only")
 	fs.StringVar(&o.storageNewConfig, "storage-new-config", "", "S: YAML file appended to the new side's config instead of the generated retention keys")
 	fs.Float64Var(&o.soakRate, "soak-rate", 1000, "S soak: steady events/s (2 cores sustain 4,000/s in section D; 1,000/s leaves room for retention)")
 	fs.DurationVar(&o.soakDuration, "soak-duration", 20*time.Minute, "S soak: length of each layout's soak")
@@ -211,6 +213,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				}
 			}
 		}
+	}
+	o.storageSides = map[string]bool{}
+	for _, n := range strings.Split(*sidesFlag, ",") {
+		switch n = strings.TrimSpace(n); n {
+		case "today", "new":
+			o.storageSides[n] = true
+		case "":
+		default:
+			return o, fmt.Errorf("-storage-sides: unknown layout %q (today, new)", n)
+		}
+	}
+	if o.storage && len(o.storageSides) == 0 {
+		return o, errors.New("-storage-sides needs at least one layout")
 	}
 	o.storageParts = map[string]bool{}
 	for _, s := range strings.Split(*partsFlag, ",") {
@@ -288,6 +303,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-storage-events, -storage-intake-rate, -storage-purge-rows and -soak-rate must be positive")
 	case o.soakInterval < time.Second || o.soakHorizon < o.soakInterval || o.soakDuration < o.soakInterval:
 		return o, errors.New("-soak-interval must be at least 1s, -soak-horizon and -soak-duration at least -soak-interval")
+	case o.storage && (o.soakInterval < time.Minute || o.soakInterval%time.Minute != 0):
+		return o, errors.New("-soak-interval is the new layout's retention.partition_interval: a whole number of minutes, at least 1m")
 	case o.ladderStart <= 0 || o.ladderStep <= 1 || o.ladderDuration < time.Second || o.ladderMaxSteps < 1:
 		return o, errors.New("-storage-ladder-start must be positive, -storage-ladder-step above 1, -storage-ladder-duration at least 1s, -storage-ladder-max-steps at least 1")
 	}
@@ -301,7 +318,7 @@ var storageQuickValues = map[string]string{
 	"storage-purge-rows":       "1000000",
 	"soak-duration":            "3m",
 	"soak-horizon":             "1m",
-	"soak-interval":            "30s",
+	"soak-interval":            "1m",
 	"storage-ladder-start":     "2000",
 	"storage-ladder-duration":  "10s",
 	"storage-ladder-max-steps": "4",

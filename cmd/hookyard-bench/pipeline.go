@@ -36,7 +36,7 @@ const (
 
 // pipeTables are the tables the "no statistics" run keeps autovacuum (and
 // so auto-analyze) off on.
-var pipeTables = []string{"webhook_inbox", "outbox", "subscription_projection", "projection_history",
+var pipeTables = []string{"webhook_inbox", "webhook_inbox_body", "outbox", "projection", "projection_history",
 	"partition_fence", "topic_fence", "fact", "action"}
 
 // pipeRun is one open-loop run through `hookyard dev`.
@@ -275,8 +275,8 @@ func (b *bench) recreateDatabase(ctx context.Context, dbURL, name string) error 
 	return nil
 }
 
-func (b *bench) startDev(ctx context.Context, s devSpec) (p *pipeline, err error) {
-	p = &pipeline{b: b, dbURL: s.dbURL}
+func (b *bench) startDev(ctx context.Context, s devSpec) (_ *pipeline, err error) {
+	p := &pipeline{b: b, dbURL: s.dbURL}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -309,10 +309,8 @@ func (b *bench) startDev(ctx context.Context, s devSpec) (p *pipeline, err error
 		}
 	}
 	if !s.statistics {
-		for _, t := range pipeTables {
-			if _, err := p.pool.Exec(ctx, `ALTER TABLE `+t+` SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)`); err != nil {
-				return nil, fmt.Errorf("stop autovacuum on %s: %w", t, err)
-			}
+		if err := stopAutovacuum(ctx, p.pool, pipeTables); err != nil {
+			return nil, err
 		}
 	}
 
@@ -380,8 +378,8 @@ func (b *bench) startDev(ctx context.Context, s devSpec) (p *pipeline, err error
 		}
 	}
 	if s.statistics {
-		if _, err := p.pool.Exec(ctx, `ANALYZE `+strings.Join(pipeTables, ", ")); err != nil {
-			return nil, fmt.Errorf("analyze: %w", err)
+		if err := analyze(ctx, p.pool, pipeTables); err != nil {
+			return nil, err
 		}
 	}
 	return p, nil
@@ -656,4 +654,26 @@ func (b *bench) printPipeline(runs []*pipeRun, best *pipeRun, searchErr error) {
 	}
 	t.data = data
 	b.emit(t)
+}
+
+// existingTables keeps the tables of names that exist: an older layout's
+// schema (the storage section's baseline) has no webhook_inbox_body.
+func existingTables(ctx context.Context, pool *pgxpool.Pool, names []string) ([]string, error) {
+	rows, err := pool.Query(ctx, `SELECT n FROM unnest($1::text[]) WITH ORDINALITY u(n, i) WHERE to_regclass(n) IS NOT NULL ORDER BY i`, names)
+	if err != nil {
+		return nil, fmt.Errorf("look for tables: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// analyze runs ANALYZE on those of tables that exist.
+func analyze(ctx context.Context, pool *pgxpool.Pool, tables []string) error {
+	have, err := existingTables(ctx, pool, tables)
+	if err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+strings.Join(have, ", ")); err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	return nil
 }

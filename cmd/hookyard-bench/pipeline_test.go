@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,4 +140,77 @@ func TestPgbenchCeilingRunsWithoutTheOutboxNotifyTriggerAndPutsItBack(t *testing
 	require.Equal(t, "D", state())
 	require.NoError(t, b.setNotifyTrigger(context.Background(), true))
 	require.Equal(t, "O", state())
+}
+
+func TestPgbenchCeilingWritesTheLedgerTheBodyAndTheOutboxAsIntakeDoes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "receiver_tx.sql")
+	require.NoError(t, os.WriteFile(script, []byte(pgbenchScript()), 0o600))
+	url := dbtest.URL() + "&options=-csearch_path%3D" + s.Name
+	out, err := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-c", "1", "-t", "5", "-f", script, url).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	var ledger, joined, outbox int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox`).Scan(&ledger))
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&outbox))
+	var body []byte
+	require.NoError(t, s.Pool.QueryRow(ctx, `
+SELECT count(*), (array_agg(b.body))[1] FROM webhook_inbox i
+JOIN webhook_inbox_body b ON (b.provider, b.source_account, b.environment, b.event_id, b.stored_at) = (i.provider, i.source_account, i.environment, i.event_id, i.body_at)`).Scan(&joined, &body))
+	require.Equal(t, 5, ledger)
+	require.Equal(t, 5, joined, "every ledger row finds its body at stored_at = body_at")
+	require.Equal(t, 5, outbox)
+	require.True(t, json.Valid(body), "the body is the received bytes, not an escaped literal: %q", body)
+	require.Contains(t, string(body), `"evt_bench"`)
+}
+
+func TestPreloadedAndPendingEventsFindTheirBodiesAsReadersJoinThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	ep := cbEndpoint
+	_, err := s.Pool.Exec(ctx, preloadFinishedSQL, 100, ep.Provider, ep.SourceAccount, ep.Environment, ep.ID)
+	require.NoError(t, err)
+	v := int64(7)
+	evs := []benchEvent{{id: "ev_1", resource: "sub_1", version: &v, payload: `{"id":"ev_1"}`}, {id: "ev_2", resource: "sub_2", version: &v, payload: `{"id":"ev_2"}`}}
+	require.NoError(t, copyPending(ctx, s.Pool, ep, "subscription_changed", evs))
+
+	var ledger, joined, legacy, valid int
+	require.NoError(t, s.Pool.QueryRow(ctx, `
+SELECT count(*), count(b.body), count(i.payload) + count(i.raw_body), count(*) FILTER (WHERE convert_from(b.body, 'UTF8')::jsonb ? 'id')
+FROM webhook_inbox i
+LEFT JOIN webhook_inbox_body b ON (b.provider, b.source_account, b.environment, b.event_id, b.stored_at) = (i.provider, i.source_account, i.environment, i.event_id, i.body_at)`).
+		Scan(&ledger, &joined, &legacy, &valid))
+	require.Equal(t, 102, ledger)
+	require.Equal(t, 102, joined, "every ledger row finds its body at stored_at = body_at")
+	require.Equal(t, 102, valid)
+	require.Zero(t, legacy, "nothing in the legacy body columns")
+	var pending int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE status = 'pending'`).Scan(&pending))
+	require.Equal(t, 2, pending)
+}
+
+func TestAutovacuumStopsOnEveryLeafAndOlderLayoutsLackingATableStillRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	require.NoError(t, stopAutovacuum(ctx, s.Pool, pipeTables))
+	var on int
+	require.NoError(t, s.Pool.QueryRow(ctx, `
+SELECT count(*) FROM pg_partition_tree('webhook_inbox_body') t JOIN pg_class c ON c.oid = t.relid
+WHERE t.isleaf AND NOT coalesce('autovacuum_enabled=false' = ANY(c.reloptions), false)`).Scan(&on))
+	require.Zero(t, on, "every partition of the body table has autovacuum off")
+	var leaves int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_partition_tree('webhook_inbox_body') WHERE isleaf`).Scan(&leaves))
+	require.Positive(t, leaves)
+	require.NoError(t, analyze(ctx, s.Pool, pipeTables))
+
+	// The storage section's baseline schema has no body table.
+	_, err := s.Pool.Exec(ctx, `DROP TABLE webhook_inbox_body`)
+	require.NoError(t, err)
+	require.NoError(t, stopAutovacuum(ctx, s.Pool, pipeTables))
+	require.NoError(t, analyze(ctx, s.Pool, pipeTables))
 }

@@ -26,7 +26,11 @@ import (
 // collector reports with a delay of up to a second (PGSTAT_MIN_INTERVAL),
 // which the drain covers.
 func (p *pipeline) seqScans(ctx context.Context) (map[string]int64, error) {
-	rows, err := p.pool.Query(ctx, `SELECT relname, coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = ANY($1)`, pipeTables)
+	// A partitioned table's scans are its partitions', summed under its name.
+	rows, err := p.pool.Query(ctx, `
+SELECT r.relname, sum(coalesce(s.seq_tup_read, 0))::bigint
+FROM pg_stat_user_tables s JOIN pg_class r ON r.oid = coalesce(pg_partition_root(s.relid), s.relid)
+WHERE r.relname = ANY($1) GROUP BY r.relname`, pipeTables)
 	if err != nil {
 		return nil, fmt.Errorf("read seq scans: %w", err)
 	}
@@ -88,8 +92,13 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 func (p *pipeline) noStatistics(ctx context.Context) (bool, error) {
 	var n int64
 	err := p.pool.QueryRow(ctx, `
-SELECT (SELECT count(*) FROM pg_class WHERE relname = ANY($1) AND relkind = 'r' AND relnamespace = current_schema()::regnamespace AND reltuples >= 0)
-     + (SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() AND tablename = ANY($1))`, pipeTables).Scan(&n)
+WITH t AS (
+    -- the tables and, of a partitioned one, its partitions
+    SELECT c.oid, c.relname, c.reltuples FROM pg_class c
+    JOIN pg_class r ON r.oid = coalesce(pg_partition_root(c.oid), c.oid)
+    WHERE r.relname = ANY($1) AND c.relkind IN ('r', 'p') AND c.relnamespace = current_schema()::regnamespace)
+SELECT (SELECT count(*) FROM t WHERE reltuples >= 0)
+     + (SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() AND tablename IN (SELECT relname FROM t))`, pipeTables).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("read statistics: %w", err)
 	}

@@ -389,7 +389,7 @@ func (b *bench) collect(ctx context.Context, reg *prometheus.Registry, res *proc
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("count outcomes: %w", err)
 	}
-	if res.projections, err = b.count(ctx, `SELECT count(*) FROM subscription_projection`); err != nil {
+	if res.projections, err = b.count(ctx, `SELECT count(*) FROM projection`); err != nil {
 		return err
 	}
 	mfs, err := reg.Gather()

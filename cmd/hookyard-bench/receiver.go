@@ -201,7 +201,7 @@ func (b *bench) receiverSection(ctx context.Context) error {
 	}
 	gen += fmt.Sprintf(", body %s B", fmtInt(int64(len(stripeEventBody("evt_15_1234", "sub_1234", time.Now().Unix())))))
 	t.add("load generator: build+sign", gen)
-	t.note("a: the ceiling: pgbench -M prepared -j 2, one event per transaction (BEGIN; INSERT webhook_inbox; INSERT outbox; END), same event body as the HTTP load, with the outbox's NOTIFY trigger disabled (it is hookyard's own cost, not the database's; the row below a shows it, and the receiver runs with it).")
+	t.note("a: the ceiling: pgbench -M prepared -j 2, one event per transaction (BEGIN; INSERT webhook_inbox; INSERT webhook_inbox_body; INSERT outbox; END: intake's statement as one event's transaction), same event body as the HTTP load, with the outbox's NOTIFY trigger disabled (it is hookyard's own cost, not the database's; the row below a shows it, and the receiver runs with it).")
 	t.note("b: 200 answers with \"status\":\"accepted\" per second from `hookyard receiver` (a subprocess), C keep-alive workers, each sending its next signed ~1.4 KB Stripe event when the last is answered; the receiver group-commits concurrent events into one statement, so b/a > 1 is possible.")
 	t.note("Half load: open loop at b/2, latency from each delivery's scheduled send time. Load generator, receiver and Postgres share the machine.")
 	b.emit(t)

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookyard/hookyard/pkg/db"
@@ -63,9 +64,15 @@ func (s *storageSide) note(format string, a ...any) {
 
 // storageSection runs the parts named by -storage-parts for both layouts.
 func (b *bench) storageSection(ctx context.Context) error {
-	sides, err := b.storageSides(ctx)
+	all, err := b.storageSides(ctx)
 	if err != nil {
 		return err
+	}
+	var sides []*storageSide
+	for _, s := range all {
+		if b.opts.storageSides[s.key] {
+			sides = append(sides, s)
+		}
 	}
 	var errs []error
 	run := func(part string, f func(context.Context, []*storageSide) error) {
@@ -268,7 +275,10 @@ func (b *bench) retentionYAML(s *storageSide, horizon, interval time.Duration, p
 	}
 	if s.newKeys {
 		// The keys of the partitioned layout: whole partitions of interval
-		// go once they are behind the horizon.
+		// go once they are behind the horizon, and identities too: `hookyard
+		// dev` may shorten identity_age below the floor every service
+		// keeps (config.IdentityAgeMin), so the ledger's size settles within
+		// the run as well.
 		fmt.Fprintf(&y, "  partition_interval: %s\n  identity_age: %s\n  history_age: %s\n  dead_payload_age: %s\n",
 			interval, horizon, horizon, horizon)
 	}
@@ -308,6 +318,23 @@ func (b *bench) prepareSide(ctx context.Context, s *storageSide, part string, ho
 			return "", "", "", err
 		}
 		if s.retentionCmd != nil {
+			if s.newKeys {
+				// A fresh schema's first partitions span days (the
+				// migration's body partition its day and the next two,
+				// history and audit up to the cutover two days ahead):
+				// nothing would go behind a horizon of minutes. A database
+				// past those days has only partition_interval-wide ones:
+				// the empty first ones go, the pass below creates those.
+				pool, err := b.openSide(ctx, dbURL)
+				if err != nil {
+					return "", "", "", err
+				}
+				err = dropEmptyPartitions(ctx, pool)
+				pool.Close()
+				if err != nil {
+					return "", "", "", err
+				}
+			}
 			// A pass on the empty schema first: a maintainer that creates
 			// partitions ahead does so before the receiver or the fill
 			// writes the first row (the services' own rounds come later).
@@ -353,12 +380,10 @@ func retentionPass(ctx context.Context, s *storageSide, cfgPath, dbURL string, h
 	return err
 }
 
-// newRetentionPass is the hook for the new layout's retention: it runs
+// newRetentionPass is the new layout's retention: it runs
 // `hookyard <-storage-retention-cmd>` (default `retention`) with the side's
-// config, whose retention keys carry the horizons. HOOK: when the new
-// binary names its command differently, or wants flags, pass them in
-// -storage-retention-cmd ("partition maintain -once"); the bench checks the
-// name against the binary's usage and falls back to `purge` with a note.
+// config, whose retention keys carry the horizons. A binary without that
+// command runs today's `purge` instead, with a note.
 func newRetentionPass(ctx context.Context, s *storageSide, cfgPath, dbURL string) error {
 	_, err := runBin(ctx, s.bin, cfgPath, dbURL, s.retentionCmd...)
 	return err
@@ -390,4 +415,35 @@ func (b *bench) waitPast(ctx context.Context, t time.Time, why string) error {
 // margin for clocks and rounding.
 func horizonWait(horizon, interval time.Duration) time.Duration {
 	return horizon + interval + 5*time.Second
+}
+
+// partitionedTables are the new layout's time-partitioned tables.
+var partitionedTables = []string{"webhook_inbox_body", "projection_history", "ops_audit"}
+
+// dropEmptyPartitions drops the empty partitions of partitionedTables (see
+// prepareSide).
+func dropEmptyPartitions(ctx context.Context, pool *pgxpool.Pool) error {
+	for _, t := range partitionedTables {
+		rows, err := pool.Query(ctx, `SELECT relid::regclass::text FROM pg_partition_tree(to_regclass($1)) WHERE isleaf AND level > 0`, t)
+		if err != nil {
+			return fmt.Errorf("partitions of %s: %w", t, err)
+		}
+		parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("partitions of %s: %w", t, err)
+		}
+		for _, p := range parts {
+			var empty bool
+			if err := pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT FROM `+p+`)`).Scan(&empty); err != nil {
+				return fmt.Errorf("partition %s: %w", p, err)
+			}
+			if !empty {
+				continue
+			}
+			if _, err := pool.Exec(ctx, `DROP TABLE `+p); err != nil {
+				return fmt.Errorf("drop empty partition %s: %w", p, err)
+			}
+		}
+	}
+	return nil
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/retention"
 )
 
 // relSizesSQL sums pg_total_relation_size (heap, indexes, TOAST) of every
@@ -275,6 +277,10 @@ func fillExpr(c column) (string, error) {
 		return "'applied'", nil
 	case "attempts":
 		return "1", nil
+	case "body_at", "stored_at":
+		// The ledger row's body_at is its body's stored_at (readers join
+		// on it): the chunk's time, $3, in a partition that exists.
+		return "a.at", nil
 	case "received_at", "processed_at":
 		// clock_timestamp: rows of a long fill spread over the partitions
 		// of the time it took, as if received then.
@@ -305,14 +311,20 @@ func fillExpr(c column) (string, error) {
 }
 
 // fillSQL is an INSERT … SELECT over generate_series($1, $2) into table,
-// built from its columns.
+// built from its columns; $3 is the chunk's time (body_at, stored_at).
 func fillSQL(table string, cols []column) (string, error) {
 	exprs := make([]string, len(cols))
 	hasBody := false
+	// A ledger with body_at keeps its bodies in the body table: its legacy
+	// body columns stay empty, as for rows intake writes.
+	ledger := table == "webhook_inbox" && slices.ContainsFunc(cols, func(c column) bool { return c.name == "body_at" })
 	for i, c := range cols {
 		e, err := fillExpr(c)
 		if err != nil {
 			return "", fmt.Errorf("fill %s: %w", table, err)
+		}
+		if ledger && (c.name == "payload" || c.name == "raw_body") && (!c.notNull || c.hasDefault) {
+			e = ""
 		}
 		exprs[i] = e
 		hasBody = hasBody || (e != "" && slices.Contains([]string{"payload", "body", "raw_body"}, c.name))
@@ -339,7 +351,7 @@ func fillSQL(table string, cols []column) (string, error) {
 		return "", fmt.Errorf("fill %s: no column to fill", table)
 	}
 	return "INSERT INTO " + pgx.Identifier{table}.Sanitize() + " (" + strings.Join(names, ", ") + ")\nSELECT " +
-		strings.Join(vals, ", ") + "\nFROM generate_series($1::bigint, $2::bigint) g", nil
+		strings.Join(vals, ", ") + "\nFROM generate_series($1::bigint, $2::bigint) g, (SELECT $3::timestamptz AS at) a", nil
 }
 
 // fillTables are the tables the fill writes, those of them that exist:
@@ -381,8 +393,17 @@ func (b *bench) fill(ctx context.Context, pool *pgxpool.Pool, rows, chunk int, p
 	}
 	for lo := 1; lo <= rows; lo += chunk {
 		hi := min(lo+chunk-1, rows)
+		at := time.Now()
+		if slices.Contains(tables, "webhook_inbox_body") {
+			// The chunk's bodies go to the partition of now: create it
+			// (and those ahead) as the services do, dropping nothing.
+			// The interval is the new side's (-soak-interval).
+			if _, err := retention.Ensure(ctx, pool, nil, retention.Policy{PartitionInterval: b.opts.soakInterval}, at); err != nil {
+				return nil, fmt.Errorf("fill: partitions ahead: %w", err)
+			}
+		}
 		for i, s := range stmts {
-			if _, err := pool.Exec(ctx, s, lo, hi); err != nil {
+			if _, err := pool.Exec(ctx, s, lo, hi, at); err != nil {
 				return nil, fmt.Errorf("fill %s: %w", tables[i], err)
 			}
 		}

@@ -12,17 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	"github.com/hookyard/hookyard/pkg/config"
 )
 
-func TestStorageFillWritesEveryInboxColumnItNeedsAndSizesCountIt(t *testing.T) {
+func TestStorageFillWritesTheLedgerAndItsBodiesAsIntakeDoesAndSizesCountThem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := dbtest.New(t)
-	b := &bench{opts: options{storageBodyTables: "webhook_inbox_body"}}
+	b := &bench{opts: options{storageBodyTables: "webhook_inbox_body, missing_table"}}
 
 	empty, err := readSizes(ctx, s.Pool)
 	require.NoError(t, err)
@@ -30,7 +31,7 @@ func TestStorageFillWritesEveryInboxColumnItNeedsAndSizesCountIt(t *testing.T) {
 	require.NoError(t, err)
 	tables, err := b.fill(ctx, s.Pool, 300, 128, nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{"webhook_inbox"}, tables, "no body table in today's schema: the inbox alone")
+	require.Equal(t, []string{"webhook_inbox", "webhook_inbox_body"}, tables)
 	wal, err := walSince(ctx, s.Pool, lsn)
 	require.NoError(t, err)
 	require.Positive(t, wal, "300 inserted rows write WAL")
@@ -41,6 +42,16 @@ func TestStorageFillWritesEveryInboxColumnItNeedsAndSizesCountIt(t *testing.T) {
 	var status string
 	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT status FROM webhook_inbox WHERE event_id = 'fill_7'`).Scan(&status))
 	require.Equal(t, "processed", status, "a retention pass takes only finished events")
+	// Readers join a ledger row to its body on the identity and
+	// stored_at = body_at; the legacy columns stay empty.
+	var joined, legacy, minLen int
+	require.NoError(t, s.Pool.QueryRow(ctx, `
+SELECT count(b.body), count(i.payload) + count(i.raw_body), coalesce(min(length(b.body)), 0) FROM webhook_inbox i
+LEFT JOIN webhook_inbox_body b ON (b.provider, b.source_account, b.environment, b.event_id, b.stored_at) = (i.provider, i.source_account, i.environment, i.event_id, i.body_at)`).
+		Scan(&joined, &legacy, &minLen))
+	require.Equal(t, 300, joined, "every ledger row finds its body")
+	require.Zero(t, legacy, "bodies are stored once, in the body table")
+	require.Greater(t, minLen, 200)
 	var bodyLen int
 	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT length(`+fillBodyJSON+`) FROM (SELECT 1234567::bigint AS g) x`).Scan(&bodyLen))
 	require.InDelta(t, 250, bodyLen, 25, "a realistic Chargebee body")
@@ -50,6 +61,10 @@ func TestStorageFillWritesEveryInboxColumnItNeedsAndSizesCountIt(t *testing.T) {
 	grew := full.Groups["webhook_inbox"] - empty.Groups["webhook_inbox"]
 	require.Positive(t, grew)
 	require.Positive(t, grew/n, "bytes per event")
+	require.Positive(t, full.Groups["webhook_inbox_body"]-empty.Groups["webhook_inbox_body"], "a partition counts under its table")
+	for g := range full.Groups {
+		require.False(t, strings.HasPrefix(g, "webhook_inbox_body_"), "partition %s counted apart from its table", g)
+	}
 	require.Positive(t, full.Database)
 	var sum int64
 	for _, v := range full.Groups {
@@ -58,39 +73,52 @@ func TestStorageFillWritesEveryInboxColumnItNeedsAndSizesCountIt(t *testing.T) {
 	require.Equal(t, full.Total, sum)
 }
 
-func TestStorageSizesCountAPartitionUnderItsTableAndTheFillWritesIt(t *testing.T) {
+func TestStorageFillOfTodaysLayoutWritesTheBodyIntoTheInbox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := dbtest.New(t)
-	// A body table partitioned by time, as the new layout's may be: the
-	// fill finds it by name and its columns, sizes count its partitions
-	// under it.
-	_, err := s.Pool.Exec(ctx, `
-CREATE TABLE webhook_inbox_body (
-    provider text NOT NULL, source_account text NOT NULL, environment text NOT NULL, event_id text NOT NULL,
-    received_at timestamptz NOT NULL, raw bytea, shard int NOT NULL
-) PARTITION BY RANGE (received_at);
-CREATE TABLE webhook_inbox_body_old PARTITION OF webhook_inbox_body FOR VALUES FROM (MINVALUE) TO ('2000-01-01');
-CREATE TABLE webhook_inbox_body_now PARTITION OF webhook_inbox_body DEFAULT;
-CREATE INDEX ON webhook_inbox_body (event_id)`)
+	// The baseline's schema: no body table, no body_at.
+	_, err := s.Pool.Exec(ctx, `DROP TABLE webhook_inbox_body; ALTER TABLE webhook_inbox DROP COLUMN body_at`)
 	require.NoError(t, err)
-	b := &bench{opts: options{storageBodyTables: "webhook_inbox_body, missing_table"}}
+	b := &bench{opts: options{storageBodyTables: "webhook_inbox_body"}}
 	tables, err := b.fill(ctx, s.Pool, 50, 20, nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{"webhook_inbox", "webhook_inbox_body"}, tables)
-	var bodies int
-	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox_body b JOIN webhook_inbox i USING (provider, source_account, environment, event_id)`).Scan(&bodies))
-	require.Equal(t, 50, bodies, "the same events in both tables")
-	var bodyLen int
-	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT min(length(raw)) FROM webhook_inbox_body`).Scan(&bodyLen))
-	require.Greater(t, bodyLen, 200, "a body column of another name still carries the body")
+	require.Equal(t, []string{"webhook_inbox"}, tables, "no body table in today's schema: the inbox alone")
+	var withPayload int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_inbox WHERE length(payload::text) > 200`).Scan(&withPayload))
+	require.Equal(t, 50, withPayload)
+}
 
-	sz, err := readSizes(ctx, s.Pool)
+func TestStorageNewSideStartsWithIntervalPartitionsAndKeepsWhatHoldsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	b := &bench{opts: options{storageBodyTables: "webhook_inbox_body", soakInterval: time.Minute}}
+	_, err := s.Pool.Exec(ctx, `CREATE TABLE body_2001 PARTITION OF webhook_inbox_body FOR VALUES FROM ('2001-01-01') TO ('2001-01-02');
+INSERT INTO webhook_inbox_body VALUES ('chargebee', 'a', 'test', 'e1', '2001-01-01 10:00Z', '\x7b7d')`)
 	require.NoError(t, err)
-	require.Positive(t, sz.Groups["webhook_inbox_body"])
-	for g := range sz.Groups {
-		require.False(t, strings.HasPrefix(g, "webhook_inbox_body_"), "partition %s counted apart from its table", g)
+	require.NoError(t, dropEmptyPartitions(ctx, s.Pool))
+	leaves := func(table string) []string {
+		rows, err := s.Pool.Query(ctx, `SELECT relid::regclass::text FROM pg_partition_tree($1::regclass) WHERE isleaf AND level > 0 ORDER BY 1`, table)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return out
 	}
+	require.Equal(t, []string{"body_2001"}, leaves("webhook_inbox_body"), "the migration's empty three-day partition goes, one with a row stays")
+	require.Empty(t, leaves("projection_history"), "the empty legacy partition goes")
+
+	// The fill creates the minute partitions it writes to.
+	_, err = b.fill(ctx, s.Pool, 20, 10, nil)
+	require.NoError(t, err)
+	var widest time.Duration
+	require.NoError(t, s.Pool.QueryRow(ctx, `
+SELECT coalesce(max(hi - lo), interval '0') FROM (
+    SELECT (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']*)''\) TO \(''([^'']*)''\)'))[1]::timestamptz AS lo,
+           (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']*)''\) TO \(''([^'']*)''\)'))[2]::timestamptz AS hi
+    FROM pg_partition_tree('webhook_inbox_body') t JOIN pg_class c ON c.oid = t.relid
+    WHERE t.level > 0 AND c.relname <> 'body_2001') x`).Scan(&widest))
+	require.Equal(t, time.Minute, widest, "partitions of -soak-interval")
 }
 
 func TestStorageWALMeterCountsTheDatabasesWritesOrSaysItCannot(t *testing.T) {
@@ -219,9 +247,17 @@ func TestStorageBaselineConfigLoadsAndOnlyTheNewSideNamesPartitionKeys(t *testin
 	nw := &storageSide{key: "new", label: "new", newKeys: true}
 	y, err = b.retentionYAML(nw, 3*time.Minute, time.Minute, false)
 	require.NoError(t, err)
-	for _, k := range []string{"partition_interval: 1m0s", "identity_age: 3m0s", "history_age: 3m0s", "dead_payload_age: 3m0s"} {
+	for _, k := range []string{"partition_interval: 1m0s", "history_age: 3m0s", "dead_payload_age: 3m0s"} {
 		require.Contains(t, y, k)
 	}
+	// This checkout's config package takes the new side's file whole.
+	path, _, err = b.pipeConfig(dir, "new.yaml", y)
+	require.NoError(t, err)
+	cfg, err = config.Load(path)
+	require.NoError(t, err)
+	require.Equal(t, time.Minute, cfg.Retention.PartitionInterval)
+	require.Equal(t, 3*time.Minute, cfg.Retention.PayloadAge)
+	require.Equal(t, 3*time.Minute, cfg.Retention.IdentityAge, "identities leave at the horizon too (dev allows it)")
 	own := filepath.Join(dir, "own.yaml")
 	require.NoError(t, os.WriteFile(own, []byte("retention:\n  payload_age: 1h\n"), 0o600))
 	b.opts.storageNewConfig = own
@@ -265,8 +301,14 @@ func TestStorageQuickShrinksOnlyWhatIsNotGiven(t *testing.T) {
 	require.Equal(t, 10_000, o.storageEvents)
 	require.Equal(t, 1_000_000, o.storagePurgeRows)
 	require.Equal(t, 5*time.Minute, o.soakDuration, "given explicitly")
-	require.Equal(t, 30*time.Second, o.soakInterval)
+	require.Equal(t, time.Minute, o.soakInterval, "the new layout's partitions are whole minutes")
 	require.Equal(t, map[string]bool{"soak": true, "purge": true}, o.storageParts)
+	require.Equal(t, map[string]bool{"today": true, "new": true}, o.storageSides, "both layouts unless told")
+	o, err = parseFlags([]string{"-storage", "-storage-sides", "new"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"new": true}, o.storageSides)
+	_, err = parseFlags([]string{"-storage", "-storage-sides", "tomorrow"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "tomorrow")
 	require.False(t, o.pipeline, "-storage alone runs no other section")
 
 	_, err = parseFlags([]string{"-storage", "-storage-parts", "vacuum"}, &bytes.Buffer{})

@@ -259,7 +259,8 @@ type Retention struct {
 	// this and dead_payload_age. A redelivery after that is taken as new, so
 	// it must be longer than any provider redelivers or lists events (Stripe
 	// retries for 3 days and lists 30 days of events, GitHub redelivers for
-	// 3 days); below IdentityAgeMin it is refused. Defaults to
+	// 3 days); below IdentityAgeMin every service but `hookyard dev` refuses
+	// to start. Defaults to
 	// IdentityAgeDefault.
 	IdentityAge time.Duration `yaml:"identity_age"`
 	// HistoryAge: projection_history partitions (partition_interval wide)
@@ -572,9 +573,8 @@ func (c *Config) validate(r reads) error {
 	if rt := c.Retention; rt.DeadPayloadAge < 0 || rt.HistoryAge < 0 {
 		errs = append(errs, errors.New("config: retention.dead_payload_age and retention.history_age must not be negative"))
 	}
-	if rt := c.Retention; rt.IdentityAge != 0 && rt.IdentityAge < IdentityAgeMin {
-		errs = append(errs, fmt.Errorf("config: retention.identity_age %s is below %s: providers redeliver for up to 3 days, "+
-			"and an event redelivered after its identity is forgotten is taken as new", rt.IdentityAge, IdentityAgeMin))
+	if c.Retention.IdentityAge < 0 {
+		errs = append(errs, errors.New("config: retention.identity_age must not be negative"))
 	}
 	errs = append(errs, c.Ops.validate(r)...)
 	return errors.Join(errs...)

@@ -196,5 +196,11 @@ func (c *Config) CheckService(service string) error {
 			errs = append(errs, fmt.Errorf("%w: changes.subscribers[%d] (%s) url is plain http to another host; use https, or set effects.allow_http", ErrDevDefault, i, sub.Name))
 		}
 	}
+	// The identity floor holds outside `hookyard dev` only: dev may shorten
+	// every horizon to watch retention work (make bench's soak does).
+	if rt := c.Retention; rt.IdentityAge != 0 && rt.IdentityAge < IdentityAgeMin {
+		errs = append(errs, fmt.Errorf("config: retention.identity_age %s is below %s: providers redeliver for up to 3 days, "+
+			"and an event redelivered after its identity is forgotten is taken as new", rt.IdentityAge, IdentityAgeMin))
+	}
 	return errors.Join(errs...)
 }
