@@ -117,20 +117,15 @@ FOR UPDATE`
 // it is not retrying: the scheduler, or another operator, got there first
 // (a concurrent retry waits on the row's lock, then finds it pending).
 func RetryNow(ctx context.Context, pool *pgxpool.Pool, k Key) error {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, retryNowSQL), "retry", k.Provider, k.SourceAccount, k.Environment, k.EventID)
-	if err != nil {
+	status, err := enqueueOne(ctx, pool, retryNowSQL, "retry", k)
+	switch {
+	case err != nil:
 		return fmt.Errorf("retry event %s now: %w", k.EventID, err)
-	}
-	if tag.RowsAffected() > 0 {
+	case status == "":
 		return nil
-	}
-	row, err := Get(ctx, pool, k, false)
-	if err != nil {
-		return err
-	}
-	if row.Status == "retrying" {
+	case status == "retrying":
 		// Still retrying, and the enqueue skipped it: its payload is gone.
 		return fmt.Errorf("retry event %s now: %w", k.EventID, ErrPurged)
 	}
-	return fmt.Errorf("retry event %s now: %w (status %s)", k.EventID, ErrNotRetrying, row.Status)
+	return fmt.Errorf("retry event %s now: %w (status %s)", k.EventID, ErrNotRetrying, status)
 }

@@ -95,18 +95,33 @@ FOR UPDATE`
 // it already moved on rather than sending it round again. It waits for a
 // concurrent replay of the same event, then finds it pending.
 func ReplayDeadEvent(ctx context.Context, pool *pgxpool.Pool, k Key) error {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayDeadOneSQL), "replay", k.Provider, k.SourceAccount, k.Environment, k.EventID)
-	if err != nil {
+	status, err := enqueueOne(ctx, pool, replayDeadOneSQL, "replay", k)
+	switch {
+	case err != nil:
 		return fmt.Errorf("replay dead event %s: %w", k.EventID, err)
+	case status == "":
+		return nil
+	}
+	return fmt.Errorf("replay dead event %s: %w (status %s)", k.EventID, ErrNotDead, status)
+}
+
+// enqueueOne runs the scheduler's enqueue (enqueueSQL, for reason) on the
+// one event pick selects and locks by k. It returns "" when the event was
+// enqueued, else the status the event has (pick did not take it), and
+// ErrNotFound when there is no such event.
+func enqueueOne(ctx context.Context, pool *pgxpool.Pool, pick, reason string, k Key) (string, error) {
+	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, pick), reason, k.Provider, k.SourceAccount, k.Environment, k.EventID)
+	if err != nil {
+		return "", err
 	}
 	if tag.RowsAffected() > 0 {
-		return nil
+		return "", nil
 	}
 	row, err := Get(ctx, pool, k, false)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return fmt.Errorf("replay dead event %s: %w (status %s)", k.EventID, ErrNotDead, row.Status)
+	return row.Status, nil
 }
 
 func limitOr(limit, def int) int {
