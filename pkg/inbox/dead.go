@@ -77,7 +77,7 @@ func ReplayDeadMatching(ctx context.Context, pool *pgxpool.Pool, f DeadFilter) (
 	cond, args := f.where(2)
 	picked := `SELECT provider, source_account, environment, event_id FROM webhook_inbox WHERE ` + cond + ` FOR UPDATE SKIP LOCKED`
 	args = append([]any{"replay"}, append(args, limitOr(f.Limit, DeadReplayLimitDefault))...)
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, picked), args...)
+	tag, err := probedExec(ctx, pool, fmt.Sprintf(enqueueSQL, picked), args...)
 	if err != nil {
 		return 0, fmt.Errorf("replay dead events: %w", err)
 	}
@@ -110,7 +110,7 @@ func ReplayDeadEvent(ctx context.Context, pool *pgxpool.Pool, k Key) error {
 // enqueued, else the status the event has (pick did not take it), and
 // ErrNotFound when there is no such event.
 func enqueueOne(ctx context.Context, pool *pgxpool.Pool, pick, reason string, k Key) (string, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, pick), reason, k.Provider, k.SourceAccount, k.Environment, k.EventID)
+	tag, err := probedExec(ctx, pool, fmt.Sprintf(enqueueSQL, pick), reason, k.Provider, k.SourceAccount, k.Environment, k.EventID)
 	if err != nil {
 		return "", err
 	}

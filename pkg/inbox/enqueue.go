@@ -51,7 +51,7 @@ ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED`
 // EnqueueDue re-enqueues up to limit parked events whose next attempt is
 // due. Safe to run from several processes at once.
 func EnqueueDue(ctx context.Context, pool *pgxpool.Pool, now time.Time, limit int) (int64, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, dueSQL), "retry", now, limit)
+	tag, err := probedExec(ctx, pool, fmt.Sprintf(enqueueSQL, dueSQL), "retry", now, limit)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue due retries: %w", err)
 	}
@@ -116,7 +116,7 @@ FOR UPDATE SKIP LOCKED`
 
 // ReplayResource re-enqueues every event of one resource received since since.
 func ReplayResource(ctx context.Context, pool *pgxpool.Pool, provider, account, env, rtype, rid string, since time.Time) (int64, error) {
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, replayResourceSQL), "replay", provider, account, env, rtype, rid, since)
+	tag, err := probedExec(ctx, pool, fmt.Sprintf(enqueueSQL, replayResourceSQL), "replay", provider, account, env, rtype, rid, since)
 	if err != nil {
 		return 0, fmt.Errorf("replay resource %s: %w", rid, err)
 	}
@@ -177,15 +177,15 @@ type Published struct {
 // is in Kafka (or was lost on the way). Whether the consumer group has read
 // past it is for the caller to decide; RequeueLost publishes the lost ones.
 func PublishedPending(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, limit int) ([]Published, error) {
-	rows, err := pool.Query(ctx, stuckSQL, cutoff, limit)
-	if err != nil {
-		return nil, fmt.Errorf("find published pending events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Published, error) {
-		var p Published
-		err := row.Scan(&p.Key.Provider, &p.Key.SourceAccount, &p.Key.Environment, &p.Key.EventID, &p.At, &p.MessageKey)
-		return p, err
-	})
+	var out []Published
+	_, err := probed(ctx, pool, func(rows pgx.Rows) (err error) {
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Published, error) {
+			var p Published
+			err := row.Scan(&p.Key.Provider, &p.Key.SourceAccount, &p.Key.Environment, &p.Key.EventID, &p.At, &p.MessageKey)
+			return p, err
+		})
+		return err
+	}, stuckSQL, cutoff, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find published pending events: %w", err)
 	}
@@ -223,7 +223,7 @@ func RequeueLost(ctx context.Context, pool *pgxpool.Pool, lost []Published) (int
 		keys[i], at[i], pending[i] = l.Key, l.At, StatusPending
 	}
 	p, a, e, id := keyColumns(keys)
-	tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, lostSQL), "requeue", p, a, e, id, at, pending)
+	tag, err := probedExec(ctx, pool, fmt.Sprintf(enqueueSQL, lostSQL), "requeue", p, a, e, id, at, pending)
 	if err != nil {
 		return 0, fmt.Errorf("requeue %d lost events: %w", len(lost), err)
 	}
@@ -258,7 +258,7 @@ func RepublishPending(ctx context.Context, pool *pgxpool.Pool, batch int) (int64
 	}
 	var total int64
 	for {
-		tag, err := pool.Exec(ctx, fmt.Sprintf(enqueueSQL, republishSQL), "requeue", before, batch)
+		tag, err := probedExec(ctx, pool, fmt.Sprintf(enqueueSQL, republishSQL), "requeue", before, batch)
 		if err != nil {
 			return total, fmt.Errorf("republish pending events: %w", err)
 		}

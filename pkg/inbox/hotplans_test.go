@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
@@ -156,4 +157,76 @@ func TestBodyReadsPruneToOnePartition(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, executed, "one partition read; plan:\n%s", plan)
+}
+
+// A partition analyzed while empty (partitions are created ahead; an
+// ANALYZE of the table reaches them before they fill) looks free to scan,
+// and a plan cached then keeps that view while the partition fills: each
+// body lookup of the processor's batches would read the partition that
+// receives the day's bodies whole. The statements that probe bodies must
+// keep probing by primary key whatever the partition's statistics said when
+// their plan was made. The pool below makes every plan the cached generic
+// one at once; the partition's scan counters say how it was read. Fails when
+// probed stops turning sequential scans off (bodyProbesSQL).
+func TestBodyProbesStayProbesWhenAPartitionFillsAfterItsPlan(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := t.Context()
+	m := partition.Maintainer{Pool: s.Pool, Tables: []partition.Table{BodyTable(time.Hour, 0, 0, time.Now)}}
+	_, err := m.Ensure(ctx, time.Now().Add(24*time.Hour))
+	require.NoError(t, err)
+	_, err = s.Pool.Exec(ctx, `ANALYZE webhook_inbox_body`)
+	require.NoError(t, err)
+
+	cfg := s.Pool.Config()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	cached, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer cached.Close()
+
+	ep := &provider.Endpoint{ID: "e", Provider: "stripe", SourceAccount: "a", Environment: "test"}
+	record := func(id string) *Record {
+		return &Record{Endpoint: ep, Event: provider.Event{ID: id, Type: "t", Payload: []byte(`{"id":"` + id + `","padding":"` + strings.Repeat("x", 200) + `"}`)}}
+	}
+	// The plans are made now, while every partition is known to be empty.
+	key := func(id string) Key {
+		return Key{Provider: "stripe", SourceAccount: "a", Environment: "test", EventID: id}
+	}
+	_, err = Load(ctx, cached, []Key{key("evt_none")})
+	require.NoError(t, err)
+	_, err = EnqueueDue(ctx, cached, time.Now(), 10)
+	require.NoError(t, err)
+
+	// The partition of now fills.
+	var recs []*Record
+	for i := range 3000 {
+		recs = append(recs, record(fmt.Sprintf("evt_%d", i)))
+	}
+	_, err = Insert(ctx, s.Pool, recs, time.Now())
+	require.NoError(t, err)
+	var part string
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT tableoid::regclass::text FROM webhook_inbox_body WHERE event_id = 'evt_7'`).Scan(&part))
+	scans := func() (seq, idx int64) {
+		_, err := s.Pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+		require.NoError(t, err)
+		require.NoError(t, s.Pool.QueryRow(ctx, `SELECT coalesce(seq_scan, 0), coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relid = $1::regclass`, part).Scan(&seq, &idx))
+		return seq, idx
+	}
+	seq0, idx0 := scans()
+
+	// The same statements, their cached plans, on the filled partition.
+	loaded, err := Load(ctx, cached, []Key{key("evt_7"), key("evt_2999")})
+	require.NoError(t, err)
+	require.Len(t, loaded, 2)
+	require.NotNil(t, loaded[key("evt_7")].Payload)
+	_, err = cached.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+	require.NoError(t, err)
+	var seq1, idx1 int64
+	require.Eventually(t, func() bool {
+		seq1, idx1 = scans()
+		return seq1+idx1 > seq0+idx0
+	}, 30*time.Second, 50*time.Millisecond, "the cached connection's statistics reach pg_stat_user_tables")
+	require.Zero(t, seq1-seq0, "the filled partition %s was scanned whole %d times by a cached body probe", part, seq1-seq0)
+	require.Positive(t, idx1-idx0)
 }

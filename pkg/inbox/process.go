@@ -79,20 +79,18 @@ func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded,
 		return out, nil
 	}
 	p, a, e, id := keyColumns(keys)
-	rows, err := pool.Query(ctx, loadSQL, p, a, e, id)
-	if err != nil {
-		return nil, fmt.Errorf("load inbox rows: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r := &Loaded{}
-		if err := rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
-			&r.ResourceType, &r.ResourceID, &r.Version, &r.Payload, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt); err != nil {
-			return nil, fmt.Errorf("load inbox rows: %w", err)
+	_, err := probed(ctx, pool, func(rows pgx.Rows) error {
+		for rows.Next() {
+			r := &Loaded{}
+			if err := rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
+				&r.ResourceType, &r.ResourceID, &r.Version, &r.Payload, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt); err != nil {
+				return err
+			}
+			out[r.Key] = r
 		}
-		out[r.Key] = r
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	}, loadSQL, p, a, e, id)
+	if err != nil {
 		return nil, fmt.Errorf("load inbox rows: %w", err)
 	}
 	return out, nil

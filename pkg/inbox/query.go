@@ -67,9 +67,12 @@ WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = 
 	}
 	if withPayload {
 		var p []byte
-		if err := pool.QueryRow(ctx, `SELECT `+bodySQL+` FROM webhook_inbox w
+		if _, err := probed(ctx, pool, func(rows pgx.Rows) (err error) {
+			p, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[[]byte])
+			return err
+		}, `SELECT `+bodySQL+` FROM webhook_inbox w
 WHERE provider = $1 AND source_account = $2 AND environment = $3 AND event_id = $4`,
-			k.Provider, k.SourceAccount, k.Environment, k.EventID).Scan(&p); err != nil {
+			k.Provider, k.SourceAccount, k.Environment, k.EventID); err != nil {
 			return r, fmt.Errorf("read event payload %s: %w", k.EventID, err)
 		}
 		// A body that is not JSON (a malformed delivery kept dead) is not

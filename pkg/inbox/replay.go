@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookyard/hookyard/pkg/message"
@@ -56,20 +57,18 @@ func ReplayEvents(ctx context.Context, pool *pgxpool.Pool, keys []Key) (int, map
 		return 0, skipped, nil
 	}
 	p, a, e, id := keyColumns(keys)
-	rows, err := pool.Query(ctx, fmt.Sprintf(enqueueSQL, replayManySQL)+replayedReturning, message.ReasonReplay, p, a, e, id)
-	if err != nil {
-		return 0, nil, fmt.Errorf("replay %d events: %w", len(keys), err)
-	}
 	done := make(map[Key]bool, len(keys))
-	for rows.Next() {
-		var k Key
-		if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID); err != nil {
-			rows.Close()
-			return 0, nil, fmt.Errorf("replay %d events: %w", len(keys), err)
+	_, err := probed(ctx, pool, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k Key
+			if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID); err != nil {
+				return err
+			}
+			done[k] = true
 		}
-		done[k] = true
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	}, fmt.Sprintf(enqueueSQL, replayManySQL)+replayedReturning, message.ReasonReplay, p, a, e, id)
+	if err != nil {
 		return 0, nil, fmt.Errorf("replay %d events: %w", len(keys), err)
 	}
 	if len(done) == len(keys) {
@@ -82,31 +81,29 @@ func ReplayEvents(ctx context.Context, pool *pgxpool.Pool, keys []Key) (int, map
 			skipped[k] = SkipNotInInbox
 		}
 	}
-	rows, err = pool.Query(ctx, statusManySQL, p, a, e, id)
+	_, err = probed(ctx, pool, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k Key
+			var status string
+			var purged bool
+			if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID, &status, &purged); err != nil {
+				return err
+			}
+			if _, ok := skipped[k]; !ok {
+				continue
+			}
+			switch {
+			case status == StatusIgnored:
+				skipped[k] = SkipIgnored
+			case purged:
+				skipped[k] = SkipPurged
+			default:
+				skipped[k] = SkipBusy
+			}
+		}
+		return rows.Err()
+	}, statusManySQL, p, a, e, id)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read status of skipped replays: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k Key
-		var status string
-		var purged bool
-		if err := rows.Scan(&k.Provider, &k.SourceAccount, &k.Environment, &k.EventID, &status, &purged); err != nil {
-			return 0, nil, fmt.Errorf("read status of skipped replays: %w", err)
-		}
-		if _, ok := skipped[k]; !ok {
-			continue
-		}
-		switch {
-		case status == StatusIgnored:
-			skipped[k] = SkipIgnored
-		case purged:
-			skipped[k] = SkipPurged
-		default:
-			skipped[k] = SkipBusy
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return 0, nil, fmt.Errorf("read status of skipped replays: %w", err)
 	}
 	return len(done), skipped, nil
