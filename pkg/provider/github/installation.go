@@ -59,8 +59,16 @@ type app struct {
 	tokens map[int64]*minting
 	// guards bound each installation's calls.
 	guards map[int64]*apiguard.Guard
-	// repos is the installation of each repository, as GitHub last said.
-	repos map[int64]int64
+	// repos is the installation of each repository, as GitHub last said,
+	// asked once however many callers want it at once.
+	repos map[int64]*lookup
+}
+
+// lookup is one repository's installation, done once GitHub answered.
+type lookup struct {
+	done chan struct{}
+	id   int64
+	err  error
 }
 
 // minting is one installation token, done once it is minted (or failed).
@@ -84,7 +92,7 @@ func newApp(id, pemKey string, opts provider.APIOptions) (*app, error) {
 		RatePerSecond: FetchRatePerSecondDefault, Burst: FetchBurstDefault, HTTPClient: http.DefaultClient}
 	return &app{id: id, key: key, cfg: cfg, log: log, now: time.Now,
 		guard:  apiguard.New(apiguard.Config{Name: "github app " + id, RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst, Healthy: healthy}),
-		tokens: map[int64]*minting{}, guards: map[int64]*apiguard.Guard{}, repos: map[int64]int64{}}, nil
+		tokens: map[int64]*minting{}, guards: map[int64]*apiguard.Guard{}, repos: map[int64]*lookup{}}, nil
 }
 
 // asApp sends one call with the App's JWT, under the App's guard.
@@ -206,11 +214,29 @@ func (a *app) mint(ctx context.Context, id int64) (string, time.Time, error) {
 // on the account has a new installation id that older events do not name.
 func (a *app) installationOf(ctx context.Context, repo int64) (int64, error) {
 	a.mu.Lock()
-	id, ok := a.repos[repo]
-	a.mu.Unlock()
-	if ok {
-		return id, nil
+	l := a.repos[repo]
+	if l != nil {
+		a.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.id, l.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
+	l = &lookup{done: make(chan struct{})}
+	a.repos[repo] = l
+	a.mu.Unlock()
+	l.id, l.err = a.askInstallation(context.WithoutCancel(ctx), repo)
+	if l.err != nil {
+		// Waiters get this answer; later callers ask again.
+		a.forgetRepo(repo, l)
+	}
+	close(l.done)
+	return l.id, l.err
+}
+
+func (a *app) askInstallation(ctx context.Context, repo int64) (int64, error) {
 	body, err := a.asApp(ctx, http.MethodGet, fmt.Sprintf("/repositories/%d/installation", repo), http.StatusOK)
 	if err != nil {
 		return 0, err
@@ -221,9 +247,6 @@ func (a *app) installationOf(ctx context.Context, repo int64) (int64, error) {
 	if json.Unmarshal(body, &doc) != nil || doc.ID <= 0 {
 		return 0, fmt.Errorf("github app: the installation of repository %d: unexpected response", repo)
 	}
-	a.mu.Lock()
-	a.repos[repo] = doc.ID
-	a.mu.Unlock()
 	return doc.ID, nil
 }
 
@@ -242,7 +265,7 @@ func (a *app) getAsInstallation(ctx context.Context, repo int64, path string) ([
 		tok, err := a.token(ctx, id)
 		if err != nil {
 			if errors.Is(err, ErrInstallationToken) {
-				a.forgetRepo(repo)
+				a.forgetRepo(repo, nil)
 			}
 			return nil, err
 		}
@@ -259,16 +282,19 @@ func (a *app) getAsInstallation(ctx context.Context, repo int64, path string) ([
 			}
 		}
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnauthorized) {
-			a.forgetRepo(repo)
+			a.forgetRepo(repo, nil)
 		}
 		return body, err
 	}
 }
 
-func (a *app) forgetRepo(repo int64) {
+// forgetRepo drops repo's installation if it is still l (nil: whichever).
+func (a *app) forgetRepo(repo int64, l *lookup) {
 	a.mu.Lock()
-	delete(a.repos, repo)
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if cur := a.repos[repo]; cur != nil && (l == nil || cur == l) {
+		delete(a.repos, repo)
+	}
 }
 
 // fetchInstallation reads installation id with the App's JWT

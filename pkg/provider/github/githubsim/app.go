@@ -102,6 +102,14 @@ func (s *Sim) InstallationCalls() int {
 	return s.installCalls
 }
 
+// AppCalls is how many calls reached the App's endpoints (minting,
+// installations, GET /app), refused or not.
+func (s *Sim) AppCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appCalls
+}
+
 // SetRateLimitStatus sets the status a spent rate limit is answered with:
 // 403 (GitHub's usual) or 429.
 func (s *Sim) SetRateLimitStatus(status int) {
@@ -130,13 +138,22 @@ func writeNotFound(w http.ResponseWriter, doc string) {
 	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found", "documentation_url": doc})
 }
 
+// SetInstallationRateLimited spends (or restores) the rate limit of
+// installation id's tokens; the App's own calls (its JWT) are counted apart
+// and keep working.
+func (s *Sim) SetInstallationRateLimited(id int64, limited bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limitedInstalls[id] = limited
+}
+
 // tokenAccepted checks a repository call's token: the hook's token, or an
 // installation token not expired, of an installation neither removed nor
-// suspended. It answers the refusal itself.
-func (s *Sim) tokenAccepted(w http.ResponseWriter, r *http.Request) bool {
+// suspended (whose id it returns). It answers the refusal itself.
+func (s *Sim) tokenAccepted(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if ok && tok == s.cfg.Token && s.appPub == nil {
-		return true
+		return 0, true
 	}
 	s.mu.Lock()
 	t, minted := s.tokens[tok]
@@ -147,19 +164,22 @@ func (s *Sim) tokenAccepted(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case !live:
 		writeBadCredentials(w)
-		return false
+		return 0, false
 	case suspended:
 		writeJSON(w, http.StatusForbidden, map[string]string{"message": "This installation has been suspended",
 			"documentation_url": "https://docs.github.com/rest"})
-		return false
+		return 0, false
 	}
-	return true
+	return t.installation, true
 }
 
 // asApp wraps an App endpoint: the App's JWT is required, and a spent
 // rate limit answers first.
 func (s *Sim) asApp(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.appCalls++
+		s.mu.Unlock()
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if err := checkAppJWT(tok, s.appPub, []string{s.cfg.AppID, s.cfg.AppClientID}, time.Now()); err != nil {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": err.Error(),

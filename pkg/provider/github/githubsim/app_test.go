@@ -3,6 +3,7 @@ package githubsim_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -105,8 +106,9 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 // Many workers asking for one installation's token at once get one token,
-// minted once. Fails if minting were not single-flight (each worker would
-// mint its own, spending the App's quota).
+// minted once, after one lookup of the repository's installation. Fails if
+// minting or the lookup were not single-flight (each worker would make its
+// own call, spending the App's quota).
 func TestInstallationTokenIsMintedOnceUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	sim, url := appSim(t, githubsim.Config{})
@@ -132,6 +134,7 @@ func TestInstallationTokenIsMintedOnceUnderConcurrency(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, 1, sim.InstallationTokenMints())
+	require.Equal(t, 2, sim.AppCalls(), "one lookup of the repository's installation, one mint")
 	require.Equal(t, workers, sim.PullCalls())
 }
 
@@ -318,4 +321,51 @@ func TestInstallationEventsEndAtGitHubsFinalState(t *testing.T) {
 	require.Equal(t, "suspended", suspended.Status)
 	require.False(t, suspended.Deleted)
 	require.Greater(t, sim.InstallationCalls(), 0)
+}
+
+// The App's calls (its JWT) and each installation's (its token) have their
+// own limiter and breaker, as GitHub counts them apart: an installation
+// whose rate limit is spent (429 with x-ratelimit-remaining: 0) opens its
+// own breaker after five refusals, each waiting until x-ratelimit-reset,
+// while the App still reads installations; the App's spent limit then
+// opens the App's breaker. Fails if the credentials shared one guard, or
+// a spent limit were not a failure with its wait.
+func TestAppAndInstallationCallsHaveTheirOwnLimiterAndBreaker(t *testing.T) {
+	t.Parallel()
+	sim, url := appSim(t, githubsim.Config{})
+	f := appFetcher(t, sim, url, nil, github.PullRequest, github.Installation)
+	inst := message.Resource{Provider: provider.GitHub, SourceAccount: "dev-org", Environment: "test",
+		Type: github.Installation, ID: strconv.FormatInt(githubsim.DevInstallationID, 10)}
+	ctx := context.Background()
+	sim.SetPull(7, "open", false)
+	_, err := f.Fetch(ctx, pullOf(7))
+	require.NoError(t, err)
+
+	sim.SetRateLimitStatus(http.StatusTooManyRequests)
+	sim.SetInstallationRateLimited(githubsim.DevInstallationID, true)
+	for range 5 {
+		_, err = f.Fetch(ctx, pullOf(7))
+		require.ErrorIs(t, err, github.ErrRateLimited)
+		require.NotErrorIs(t, err, provider.ErrNotAttempted)
+		var ra interface{ RetryAfter() time.Duration }
+		require.True(t, errors.As(err, &ra))
+		require.Greater(t, ra.RetryAfter(), 30*time.Minute, "the wait until x-ratelimit-reset")
+	}
+	calls := sim.PullCalls()
+	_, err = f.Fetch(ctx, pullOf(7))
+	require.ErrorIs(t, err, provider.ErrNotAttempted, "the installation's breaker is open")
+	require.Equal(t, calls, sim.PullCalls())
+	got, err := f.Fetch(ctx, inst)
+	require.NoError(t, err, "the App's own calls are counted apart")
+	require.Equal(t, "active", got.Status)
+
+	sim.SetRateLimited(true)
+	for range 5 {
+		_, err = f.Fetch(ctx, inst)
+		require.ErrorIs(t, err, github.ErrRateLimited)
+	}
+	calls = sim.AppCalls()
+	_, err = f.Fetch(ctx, inst)
+	require.ErrorIs(t, err, provider.ErrNotAttempted, "the App's breaker is open")
+	require.Equal(t, calls, sim.AppCalls())
 }

@@ -164,13 +164,15 @@ type Sim struct {
 	pullCalls int
 	// rateLimitStatus is the status of a spent rate limit: 403, or 429.
 	rateLimitStatus int
+	// limitedInstalls have spent their tokens' rate limit.
+	limitedInstalls map[int64]bool
 	// installs are the App's installations by id (Config.AppID).
 	installs map[int64]*install
 	// tokens are the installation tokens minted, by token.
 	tokens map[string]installToken
 	// mints counts installation tokens minted; installCalls GET
-	// /app/installations/{id}.
-	mints, installCalls int
+	// /app/installations/{id}; appCalls every call to an App endpoint.
+	mints, installCalls, appCalls int
 }
 
 // New returns a simulator with no deliveries.
@@ -192,7 +194,7 @@ func New(cfg Config) *Sim {
 		cfg.Now = time.Now
 	}
 	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}, repoName: cfg.Repo,
-		pulls: map[int64]map[string]any{}, rateLimitStatus: http.StatusForbidden, installs: map[int64]*install{}, tokens: map[string]installToken{}}
+		pulls: map[int64]map[string]any{}, rateLimitStatus: http.StatusForbidden, installs: map[int64]*install{}, tokens: map[string]installToken{}, limitedInstalls: map[int64]bool{}}
 	base := ""
 	switch {
 	case cfg.AppID != "":
@@ -637,9 +639,13 @@ func (s *Sim) pull(w http.ResponseWriter, r *http.Request) {
 		pr = s.pulls[n]
 	}
 	s.mu.Unlock()
-	if !s.tokenAccepted(w, r) {
+	inst, ok := s.tokenAccepted(w, r)
+	if !ok {
 		return
 	}
+	s.mu.Lock()
+	limited = limited || s.limitedInstalls[inst]
+	s.mu.Unlock()
 	if limited {
 		s.writeRateLimited(w)
 		return
