@@ -254,26 +254,42 @@ func isStatus(err error) bool {
 	return errors.As(err, &se)
 }
 
+// statusOf is the HTTP status of a call's error, 0 when GitHub gave none.
+func statusOf(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.status
+	}
+	return 0
+}
+
 func (c *Client) send(ctx context.Context, method, path string, want int) ([]byte, http.Header, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	token := c.hook.Token
+	if c.appKey != nil {
+		var err error
+		if token, err = AppJWT(c.appKey, c.hook.AppID, time.Now()); err != nil {
+			return nil, nil, err
+		}
+	}
+	return request(ctx, c.cfg, method, path, token, want)
+}
+
+// request sends one call authenticated with token ("" for none) and reads
+// its answer: the body when the status is want, else a *statusError. The
+// token is only ever put in the Authorization header, never in an error.
+func request(ctx context.Context, cfg APIConfig, method, path, token string, want int) ([]byte, http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.cfg.BaseURL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, cfg.BaseURL+path, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("github api: %s %s: %w", method, path, err)
 	}
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", APIVersion)
-	switch {
-	case c.appKey != nil:
-		tok, err := AppJWT(c.appKey, c.hook.AppID, time.Now())
-		if err != nil {
-			return nil, nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-	case c.hook.Token != "":
-		req.Header.Set("Authorization", "Bearer "+c.hook.Token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.cfg.HTTPClient.Do(req)
+	resp, err := cfg.HTTPClient.Do(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("github api: %s %s: %w", method, path, err)
 	}

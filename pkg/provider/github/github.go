@@ -1,9 +1,11 @@
 // Package github is everything hookyard knows about GitHub: it verifies
 // webhook deliveries (X-Hub-Signature-256) and reads their identity
-// (Verifier); interprets none of them into state (Interpret: recorded
-// only); walks a hook's deliveries and asks for the failed ones again for
-// the reconciler (Client, Deliveries, Connect); and checks its endpoints'
-// github_hook (CheckEndpoint).
+// (Verifier); interprets the events of the pull requests and App
+// installations an endpoint projects into hints, and records the others
+// (Interpret); fetches those resources with a token or the App's JWT and
+// installation tokens (Connect); walks a hook's deliveries and asks for
+// the failed ones again for the reconciler (Client, Deliveries, Connect);
+// and checks its endpoints' github_hook (CheckEndpoint).
 //
 // It owns signature checking and the choice of the resource an event is
 // about. It never writes hookyard's state, which is the processor's. It
@@ -71,7 +73,9 @@ type object struct {
 // installation's id; otherwise they are about no resource. An endpoint
 // that projects pull requests keys pull_request, pull_request_review and
 // pull_request_review_comment events by the pull request
-// (PullRequestID). GitHub sends no versions.
+// (PullRequestID), and one that projects installations keys installation,
+// installation_repositories and installation_target events by the
+// installation. GitHub sends no versions.
 func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time.Time) (provider.Event, error) {
 	sig := h.Get(SignatureHeader)
 	if sig == "" {
@@ -117,6 +121,11 @@ func (Verifier) Verify(ep *provider.Endpoint, h http.Header, body []byte, _ time
 		out.Type = typ + "." + p.Action
 	}
 	switch {
+	case installationEvents[typ] && p.Installation.ID != 0 && ep.Projects(Installation, []string{}):
+		// Likewise an endpoint that projects installations: an
+		// installation's events are hints in one sequence, whatever
+		// organization or repository they also name.
+		out.ResourceType, out.ResourceID = Installation, strconv.FormatInt(p.Installation.ID, 10)
 	case pullEvents[typ] && p.Repository.ID != 0 && p.PullRequest.Number > 0 && ep.Projects(PullRequest, []string{}):
 		// Only an endpoint that projects pull requests keys them apart
 		// from their repository: its events of one pull request are then

@@ -17,10 +17,11 @@ type Provider struct{ Verifier }
 func (Provider) Name() string { return provider.GitHub }
 
 // Interpret implements provider.Interpreter: an event about a pull
-// request (Verify keys it so only when the endpoint projects pull
-// requests) is a hint to fetch it; every other event is recorded.
+// request or an installation (Verify keys it so only when the endpoint
+// projects that type) is a hint to fetch it; every other event is
+// recorded.
 func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
-	if ev.ResourceType == PullRequest && ev.ResourceID != "" && ep.Projects(PullRequest, []string{}) {
+	if (ev.ResourceType == PullRequest || ev.ResourceType == Installation) && ev.ResourceID != "" && ep.Projects(ev.ResourceType, []string{}) {
 		return provider.Plan{Fetch: true}, nil
 	}
 	return provider.Plan{}, nil
@@ -38,6 +39,11 @@ func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
 			return []error{fmt.Errorf("project: GitHub %q is not projected; projectable: %s", t, strings.Join(Projectable, ", "))}
 		}
 	}
+	if ep.Projects(Installation, []string{}) && (ep.GitHubHook == nil || ep.GitHubHook.AppID == "") {
+		// Only an App reads its installations (with its JWT); a token
+		// hook's endpoint would promise projections that never come.
+		return []error{fmt.Errorf("project: GitHub %q needs an App's hook (github_hook.app_id and private_key)", Installation)}
+	}
 	if ep.GitHubHook == nil {
 		return nil
 	}
@@ -53,12 +59,13 @@ func (Provider) CheckEndpoint(ep *provider.Endpoint) []error {
 }
 
 // Connect implements provider.Connector. The processor fetches the pull
-// requests of the endpoints that project them (connectPulls), at
+// requests and installations of the endpoints that project them
+// (connectFetch), at
 // opts.BaseURL (GITHUB_API_BASE, else GitHub's); the reconciler walks the
 // deliveries of each endpoint's github_hook there, at opts.ReconcileRate
 // (reconciler.github_rate), and asks again for the failed ones.
 func (Provider) Connect(eps []provider.Endpoint, opts provider.APIOptions) (provider.Connection, error) {
-	pulls, err := connectPulls(eps, opts)
+	pulls, err := connectFetch(eps, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func TestPullRequestEventsAreHintsOnlyWhereProjected(t *testing.T) {
 }
 
 // Pull requests are fetched with a token: an endpoint with none, or an
-// App's hook (installation tokens are not minted yet), is refused at start;
+// App's hook whose key does not parse, is refused at start;
 // a project list naming another type is refused by the endpoint check.
 func TestPullRequestFetchRefusedWithoutAToken(t *testing.T) {
 	t.Setenv(TokenEnv, "")
@@ -54,7 +54,7 @@ func TestPullRequestFetchRefusedWithoutAToken(t *testing.T) {
 	require.ErrorContains(t, err, "neither is set")
 	ep.GitHubHook = &provider.GitHubHook{AppID: "1", PrivateKey: "k"}
 	_, err = Provider{}.Connect([]provider.Endpoint{ep}, provider.APIOptions{})
-	require.ErrorContains(t, err, "installation tokens")
+	require.ErrorContains(t, err, "private_key is not PEM", "an App's hook mints installation tokens with its key")
 	t.Setenv(TokenEnv, "ghp_x")
 	ep.GitHubHook = nil
 	conn, err := Provider{}.Connect([]provider.Endpoint{ep}, provider.APIOptions{})

@@ -34,7 +34,10 @@
 //     token that is not one, is signed by another key, names another App,
 //     has expired or expires more than 10 minutes ahead is a 401, as is a
 //     personal token
-//     (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app).
+//     (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app);
+//   - an App's installations and their tokens (app.go): tokens expire
+//     (early on request), a removed installation is a 404, a suspended
+//     one is kept with suspended_at.
 //
 // Control endpoints for curl:
 //
@@ -118,6 +121,9 @@ type Config struct {
 	RepoID         int64
 	OrgID          int64
 	InstallationID int64
+	// InstallationTokenTTL is how long an installation token GitHub mints
+	// lives. Defaults to InstallationTokenTTLDefault, GitHub's hour.
+	InstallationTokenTTL time.Duration
 	// ContentType is the webhook's content type, ContentTypeForm or
 	// ContentTypeJSON. Defaults to ContentTypeForm, GitHub's default.
 	ContentType string
@@ -156,6 +162,17 @@ type Sim struct {
 	rateLimited bool
 	// pullCalls counts GET .../pulls/{number}.
 	pullCalls int
+	// rateLimitStatus is the status of a spent rate limit: 403, or 429.
+	rateLimitStatus int
+	// limitedInstalls have spent their tokens' rate limit.
+	limitedInstalls map[int64]bool
+	// installs are the App's installations by id (Config.AppID).
+	installs map[int64]*install
+	// tokens are the installation tokens minted, by token.
+	tokens map[string]installToken
+	// mints counts installation tokens minted; installCalls GET
+	// /app/installations/{id}; appCalls every call to an App endpoint.
+	mints, installCalls, appCalls int
 }
 
 // New returns a simulator with no deliveries.
@@ -169,6 +186,7 @@ func New(cfg Config) *Sim {
 	cfg.OrgID = cmp.Or(cfg.OrgID, DevOrgID)
 	cfg.InstallationID = cmp.Or(cfg.InstallationID, DevInstallationID)
 	cfg.ContentType = cmp.Or(cfg.ContentType, ContentTypeForm)
+	cfg.InstallationTokenTTL = cmp.Or(cfg.InstallationTokenTTL, InstallationTokenTTLDefault)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -176,7 +194,7 @@ func New(cfg Config) *Sim {
 		cfg.Now = time.Now
 	}
 	s := &Sim{cfg: cfg, mux: http.NewServeMux(), seq: 1000, redeliveries: map[string]int{}, repoName: cfg.Repo,
-		pulls: map[int64]map[string]any{}}
+		pulls: map[int64]map[string]any{}, rateLimitStatus: http.StatusForbidden, installs: map[int64]*install{}, tokens: map[string]installToken{}, limitedInstalls: map[int64]bool{}}
 	base := ""
 	switch {
 	case cfg.AppID != "":
@@ -193,6 +211,11 @@ func New(cfg Config) *Sim {
 		}
 		s.appPub = &k.PublicKey
 		base = github.AppHookPath
+		s.installs[cfg.InstallationID] = &install{created: cfg.Now().UTC()}
+		s.mux.HandleFunc("POST /app/installations/{installation_id}/access_tokens", s.asApp(s.mintToken))
+		s.mux.HandleFunc("GET /app/installations/{installation_id}", s.asApp(s.getInstallation))
+		s.mux.HandleFunc("GET /app", s.asApp(s.getApp))
+		s.mux.HandleFunc("GET /repositories/{repo_id}/installation", s.asApp(s.repoInstallation))
 	case cfg.Repo != "":
 		base = "/repos/" + cfg.Repo + "/hooks/{hook_id}/deliveries"
 	default:
@@ -601,8 +624,9 @@ func (s *Sim) PullCalls() int {
 }
 
 // pull answers GET /repositories/{repo_id}/pulls/{number} as GitHub does
-// (https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request): 401
-// for a bad token; 403 with x-ratelimit-remaining: 0 when the primary
+// (https://docs.github.com/en/rest/pulls/pulls#get-a-pull-request), to
+// the hook's token or an installation token (tokenAccepted): 401 for a bad
+// or expired token; 403 (or 429) with x-ratelimit-remaining: 0 when the primary
 // rate limit is spent
 // (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit);
 // 404 for a pull request or repository that does not exist or that the
@@ -615,17 +639,15 @@ func (s *Sim) pull(w http.ResponseWriter, r *http.Request) {
 		pr = s.pulls[n]
 	}
 	s.mu.Unlock()
-	if r.Header.Get("Authorization") != "Bearer "+s.cfg.Token {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials",
-			"documentation_url": "https://docs.github.com/rest"})
+	inst, ok := s.tokenAccepted(w, r)
+	if !ok {
 		return
 	}
+	s.mu.Lock()
+	limited = limited || s.limitedInstalls[inst]
+	s.mu.Unlock()
 	if limited {
-		w.Header().Set("X-RateLimit-Limit", "5000")
-		w.Header().Set("X-RateLimit-Remaining", "0")
-		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
-		writeJSON(w, http.StatusForbidden, map[string]string{"message": "API rate limit exceeded",
-			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
+		s.writeRateLimited(w)
 		return
 	}
 	if pr == nil {
