@@ -68,7 +68,21 @@ func (b *bench) soakSide(ctx context.Context, s *storageSide) (*soakResult, erro
 	}
 	defer p.close()
 	windows := int(o.soakDuration / o.soakInterval)
-	b.step("storage soak, %s: %s/s for %s, horizon %s, a sample every %s", s.label, fmtRate(o.soakRate), o.soakDuration, o.soakHorizon, o.soakInterval)
+	// Partitions are aligned on the clock (UTC multiples of their
+	// interval), and the database holds from horizon to horizon plus one
+	// interval of bodies depending on how far the clock is into the
+	// current partition. The soak starts soakPhase after a multiple of the
+	// interval, so every sample (the first horizon boundary's included) is
+	// taken at the same point of a partition, a retention round after it
+	// began: sizes at successive boundaries compare like for like.
+	wait := time.Until(time.Now().Truncate(o.soakInterval).Add(o.soakInterval + soakPhase(o.soakInterval)))
+	b.step("storage soak, %s: %s/s for %s, horizon %s, a sample every %s (starting in %s, %s into a partition)", s.label, fmtRate(o.soakRate), o.soakDuration, o.soakHorizon, o.soakInterval,
+		wait.Round(time.Second), soakPhase(o.soakInterval))
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(wait):
+	}
 	start := time.Now()
 	nextBoundary := o.soakHorizon
 	for w := range windows {
@@ -110,6 +124,12 @@ func (b *bench) soakSide(ctx context.Context, s *storageSide) (*soakResult, erro
 		r.Held = r.Ratio <= 1.1
 	}
 	return r, nil
+}
+
+// soakPhase is how far into a partition's interval the soak starts and
+// samples: past the retention round that follows the partition's start.
+func soakPhase(interval time.Duration) time.Duration {
+	return min(interval/4, soakRound+5*time.Second)
 }
 
 // soakSampleOf reads the database's size, dead tuples and inbox rows, and
@@ -189,7 +209,7 @@ func (b *bench) printSoak(sides []*storageSide, results []*soakResult) {
 		check = append(check, fmt.Sprintf("%.2f× — %v", r.Ratio, r.Held), "", "", "")
 	}
 	t.add(check...)
-	t.note("`hookyard dev` of each layout on a database of its own, open-loop Chargebee deliveries at -soak-rate in windows of -soak-interval; after each window, pg_database_size, the sum of n_dead_tup over pg_stat_user_tables, webhook_inbox's row count, the window's HTTP answer p99 (from the scheduled send) and inbox p99 (processed_at − received_at of the window's events; n/a when the layout's inbox cannot say). A row marked (horizon) is the first sample at or after each multiple of the horizon. Today's layout purges payloads every reconciler round (retention.payload_age = horizon, reconciler.interval = -soak-interval, at most 30 s in dev) and keeps identities, so its size grows; the new layout's config names the partition keys (retention.partition_interval = -soak-interval, history/dead_payload/payload/identity ages = horizon: `hookyard dev` allows an identity_age under the 4-day floor every other service keeps), and its fresh database starts with partitions of the interval (the migrations' first partitions, days wide and empty, dropped before the run).")
+	t.note("`hookyard dev` of each layout on a database of its own, open-loop Chargebee deliveries at -soak-rate in windows of -soak-interval; after each window, pg_database_size, the sum of n_dead_tup over pg_stat_user_tables, webhook_inbox's row count, the window's HTTP answer p99 (from the scheduled send) and inbox p99 (processed_at − received_at of the window's events; n/a when the layout's inbox cannot say). A row marked (horizon) is the first sample at or after each multiple of the horizon. The soak starts, and so samples, a quarter of an interval (at most 15 s) past a multiple of the interval on the clock, where partitions begin: every sample is at the same point of a partition's life. Today's layout purges payloads every reconciler round (retention.payload_age = horizon, reconciler.interval = the shorter of -soak-interval and 10 s) and keeps identities, so its size grows; the new layout's config names the partition keys (retention.partition_interval = -soak-interval, history/dead_payload/payload/identity ages = horizon: `hookyard dev` allows an identity_age under the 4-day floor every other service keeps), and its fresh database starts with partitions of the interval (the migrations' first partitions, days wide and empty, dropped before the run).")
 	b.addSideNotes(t, sides)
 	t.data = map[string]any{"results": results}
 	b.emit(t)
