@@ -23,6 +23,11 @@ const (
 	// TopicWaitDefault is how long a starting relay waits for its brokers
 	// to answer and its topic to exist, as a processor does.
 	TopicWaitDefault = 2 * time.Minute
+	// VacuumDeadRowsDefault is how many dead rows the outbox may hold
+	// before the relay vacuums it (see vacuum.go).
+	VacuumDeadRowsDefault = 20_000
+	// VacuumCheckIntervalDefault is how often the relay reads them.
+	VacuumCheckIntervalDefault = 5 * time.Second
 	// ShutdownGrace is how long a stopping relay waits for the broker to
 	// answer records already sent to it.
 	ShutdownGrace = 5 * time.Second
@@ -77,6 +82,14 @@ type Config struct {
 	// for another process to create it.
 	TopicPartitions  int32
 	TopicReplication int16
+	// VacuumDeadRows is how many dead rows (deleted, published rows whose
+	// index entries every claim still walks) the outbox may hold before the
+	// relay vacuums it; negative: never (autovacuum alone). Defaults to
+	// VacuumDeadRowsDefault.
+	VacuumDeadRows int
+	// VacuumCheckInterval is how often the relay reads the outbox's dead
+	// rows. Defaults to VacuumCheckIntervalDefault.
+	VacuumCheckInterval time.Duration
 	// NoListen turns LISTEN/NOTIFY off; the relay only polls.
 	NoListen bool
 	// Registerer receives the metrics. Defaults to a private registry.
@@ -104,6 +117,8 @@ func (c Config) WithDefaults() Config {
 	c.PartitionCheckInterval = cmp.Or(c.PartitionCheckInterval, PartitionCheckIntervalDefault)
 	c.ClaimTimeout = cmp.Or(c.ClaimTimeout, c.ProduceTimeout+30*time.Second)
 	c.TopicWait = cmp.Or(c.TopicWait, TopicWaitDefault)
+	c.VacuumDeadRows = cmp.Or(c.VacuumDeadRows, VacuumDeadRowsDefault)
+	c.VacuumCheckInterval = cmp.Or(c.VacuumCheckInterval, VacuumCheckIntervalDefault)
 	c.TopicReplication = cmp.Or(c.TopicReplication, -1)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()

@@ -55,6 +55,7 @@ type Relay struct {
 	recorded     atomic.Int64
 	countChanged prometheus.Gauge
 	refusals     prometheus.Counter
+	vacuums      prometheus.Counter
 	// Owned by the loop: the last check and its verdict.
 	checkedAt time.Time
 	agree     bool
@@ -81,11 +82,13 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Relay, error) {
 			Help: "1 while the topic's partition count differs from the one the processors' fences recorded: the relay publishes nothing (run `hookyard fence resize`)."}),
 		refusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_partition_refusals_total",
 			Help: "Times the relay left rows in the outbox because the topic's partition count differs from the recorded one."}),
+		vacuums: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_outbox_vacuums_total",
+			Help: "Vacuums of the outbox the relay ran because its dead rows passed the threshold."}),
 		wake:         make(chan struct{}, 1),
 		agree:        true,
 		claimTimeout: strconv.FormatInt(max(cfg.ClaimTimeout.Milliseconds(), 1), 10), // 0 would turn it off
 	}
-	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, r.dead, r.countChanged, r.refusals, newBacklogCollector(pool, r.log))
+	cfg.Registerer.MustRegister(r.published, r.failures, r.batches, r.dead, r.countChanged, r.refusals, r.vacuums, newBacklogCollector(pool, r.log))
 	return r, nil
 }
 
@@ -128,6 +131,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	if !r.cfg.NoListen {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.listen(ctx) }()
+	}
+	if r.cfg.VacuumDeadRows > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.vacuumLoop(ctx) }()
 	}
 	r.loop(ctx, pub, admin)
 	return nil

@@ -1,0 +1,42 @@
+package outboxrelay_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+)
+
+// The relay removes the outbox's dead rows itself once they pass its
+// threshold, autovacuum or not: here autovacuum is off for the outbox, as
+// good as a busy autovacuum that does not come by, and after the relay
+// published 5,000 rows the outbox was vacuumed and holds no dead row. Fails
+// without the relay's vacuum loop.
+func TestRelayVacuumsTheOutboxWhenItsDeadRowsPileUp(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := t.Context()
+	_, err := s.Pool.Exec(ctx, `ALTER TABLE outbox SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	const n = 5000
+	fill(t, s, n)
+	reg := prometheus.NewRegistry()
+	start(t, s, nil, outboxrelay.Config{Publisher: &flakyPublisher{acked: map[string]int{}}, BatchSize: 500, NoListen: true, PollInterval: 20 * time.Millisecond,
+		VacuumDeadRows: 1000, VacuumCheckInterval: 50 * time.Millisecond, Registerer: reg})
+	waitEmpty(t, s, 30*time.Second)
+	stats := func() (dead, vacuums int64) {
+		_, err := s.Pool.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+		require.NoError(t, err)
+		require.NoError(t, s.Pool.QueryRow(ctx, `SELECT n_dead_tup, vacuum_count FROM pg_stat_user_tables WHERE relid = 'outbox'::regclass`).Scan(&dead, &vacuums))
+		return dead, vacuums
+	}
+	require.Eventually(t, func() bool {
+		dead, vacuums := stats()
+		return vacuums > 0 && dead < 1000
+	}, 30*time.Second, 50*time.Millisecond, "the outbox keeps its dead rows")
+	require.Positive(t, metric(t, reg, "hookyard_outbox_vacuums_total"))
+}
