@@ -6,9 +6,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
+	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
 	"github.com/hookyard/hookyard/pkg/provider"
+	"github.com/hookyard/hookyard/processor"
 )
 
 // An invoice of a subscription, on an endpoint that projects invoices, is
@@ -97,4 +99,36 @@ func TestSubscriptionInvoicesAreProjectedAndTheirSubscriptionStaysCurrent(t *tes
 		}
 	}
 	require.GreaterOrEqual(t, n, 1, "no refresh of the subscription was written")
+}
+
+// A refresh check is retried by no event: when its fetch fails, the
+// subscription's projection is parked (needs_reconcile), so the
+// reconciler checks it until a fetch succeeds. Here Stripe fails every
+// call: the invoice's event dies after its attempts, is settled, and its
+// refresh of the subscription fails too. Fails if a failed refresh is
+// only noted in the history.
+func TestFailedSubscriptionRefreshParksItsProjection(t *testing.T) {
+	t.Parallel()
+	p := scNew(t, pipelinetest.Options{StripeProject: []string{"subscription", "invoice"},
+		Processor: func(c *processor.Config) { c.MaxAttempts = 2 }})
+	sub := scSub("sub_refresh_fails", "active")
+	p.Sim.Put(sub)
+	scSend(t, p, "customer.subscription.created", sub)
+	p.WaitIdle()
+	res := message.Resource{Provider: provider.Stripe, SourceAccount: pipelinetest.StripeAccount, Environment: "test", Type: "subscription", ID: sub.ID}
+	require.Equal(t, "active", scProjection(t, p, res).Status)
+
+	p.Sim.SetFailure(500)
+	evID := scSend(t, p, "invoice.payment_failed", map[string]any{"id": "in_refresh", "object": "invoice", "subscription": sub.ID, "status": "open"})
+	scWaitStatus(t, p, scStripeKey(evID), inbox.StatusDead)
+	p.Eventually(func() bool {
+		return scCount(t, p, `SELECT count(*) FROM projection WHERE resource_id = $1 AND needs_reconcile`, sub.ID) == 1
+	}, "the subscription parked after its refresh failed")
+	var failed int
+	for _, h := range scHistory(t, p, res) {
+		if h.EventID == evID && h.Outcome == projection.FetchFailed {
+			failed++
+		}
+	}
+	require.Equal(t, 1, failed, "the refresh's failure, naming the invoice's event")
 }
