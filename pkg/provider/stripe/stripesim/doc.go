@@ -10,7 +10,7 @@
 //
 //	POST /sim/subscriptions               {"id","customer","status","cancel_at_period_end","current_period_end"}
 //	POST /sim/subscriptions/{id}/cancel   {"at_period_end": bool}
-//	POST /sim/invoices/{id}/pay           {"subscription","amount_paid"}
+//	POST /sim/invoices/{id}/pay           {"subscription","amount_paid"} (stores the paid invoice, then sends invoice.paid)
 //	GET  /sim/stats                       {"api_calls": n}
 //
 // It imitates the parts of Stripe that catch integrations out, before the
