@@ -5,7 +5,7 @@ export TEST_DATABASE_URL
 # No DATABASE_URL default here: `hookyard dev` starts a PostgreSQL of its own
 # only when DATABASE_URL is unset (and nothing answers on 127.0.0.1:5432).
 
-.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint help demo chaos
+.PHONY: run test test-short test-kafka kafka kafka-stop bench fuzz build vet lint help demo changes-demo chaos
 
 run: ## whole pipeline in one process: receiver :8080, ops API :8081, embedded Kafka :9092, Postgres from DATABASE_URL, else local :5432, else embedded
 	$(GO) run . dev
@@ -40,6 +40,9 @@ fuzz: ## every fuzz target, FUZZTIME each (default 30s)
 
 demo: ## with `make run` in another shell: a cancellation delivered before a stale "active" event
 	$(GO) run . demo
+
+changes-demo: ## three projected types, two facts, two effects: writes the change records to docs/changes-demo.md (Postgres at TEST_DATABASE_URL)
+	HOOKYARD_CHANGES_DEMO_OUT=$(CURDIR)/docs/changes-demo.md $(GO) test ./internal/demo -run TestChangesDemo -count=1
 
 SEED ?= 1
 chaos: ## every service a process, faults from SEED, 10,000 subscriptions and 100,000 events at 100/s (about 20 min); prints the invariants table

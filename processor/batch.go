@@ -301,13 +301,18 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		}
 		// Second round: what happened, in the same transaction.
 		transitions := w.transitions(steps, fetched)
+		var refresh []projection.Refresh
+		var parks []projection.Parking
 		for _, st := range steps {
 			hist, marks = w.settle(st, fetched, now, hist, marks)
+			refresh, parks = refreshes(st, marks, refresh, parks)
 		}
 		b = &pgx.Batch{}
 		queueTransitions(b, transitions)
 		projection.QueueHistory(b, hist)
 		queueMarks(b, marks)
+		projection.QueueRefresh(b, refresh)
+		projection.QueueNeedsReconcile(b, parks)
 		return tx.SendBatch(ctx, b).Close()
 	})
 	writeSpans(steps, txStart, time.Now(), err)
@@ -403,7 +408,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 				entry.Outcome = projection.FetchNotFound
 			}
 			if m.Kind == message.KindCheck {
-				entry.Detail = "reconcile check: " + entry.Detail
+				entry.Detail = checkPrefix(m) + entry.Detail
 			}
 		case fr.res.Outcome == projection.Stale:
 			// Another writer stored an observation fetched after ours.
@@ -413,7 +418,7 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 		default:
 			prev := fr.res.Previous
 			entry.Outcome, entry.Status, entry.Deleted, entry.Previous = projection.Fetched, fr.f.Status, fr.f.Deleted, &prev
-			if m.Kind == message.KindCheck {
+			if m.Kind == message.KindCheck && m.Reason != message.ReasonRefresh {
 				st.finding = projection.Finding(prev, fr.f.Status, fr.f.Deleted)
 				entry.Detail = checkDetail(st.finding, prev, projection.Label(fr.f.Status, fr.f.Deleted))
 			}
@@ -463,6 +468,40 @@ func (w *worker) settle(st *step, fetched map[string]*fetchResult, now time.Time
 		}
 	}
 	return hist, append(marks, mk)
+}
+
+// refreshes adds the checks st's event asks for other resources (its
+// plan's Refresh) once the event is settled (processed or dead, not while
+// it waits for a retry that would ask again), and parks the projection of
+// a refresh check whose fetch failed: no event is retried for it, so the
+// reconciler checks it until a fetch succeeds.
+func refreshes(st *step, marks []mark, refresh []projection.Refresh, parks []projection.Parking) ([]projection.Refresh, []projection.Parking) {
+	m := st.msg
+	if st.row == nil {
+		if st.failed && m.Kind == message.KindCheck && m.Reason == message.ReasonRefresh {
+			parks = append(parks, projection.Parking{Resource: m.Resource, Reason: "refresh after event " + m.EventID + " failed"})
+		}
+		return refresh, parks
+	}
+	if len(st.plan.Refresh) == 0 || len(marks) == 0 || marks[len(marks)-1].Status == inbox.StatusRetrying {
+		return refresh, parks
+	}
+	for _, r := range st.plan.Refresh {
+		res := message.Resource{Provider: m.Provider, SourceAccount: m.SourceAccount, Environment: m.Environment, Type: r.Type, ID: r.ID}
+		if res == m.Resource {
+			continue
+		}
+		refresh = append(refresh, projection.Refresh{Resource: res, EventID: m.EventID})
+	}
+	return refresh, parks
+}
+
+// checkPrefix names the kind of check a failed fetch was for.
+func checkPrefix(m message.Message) string {
+	if m.Reason == message.ReasonRefresh {
+		return "refresh after event " + m.EventID + ": "
+	}
+	return "reconcile check: "
 }
 
 // checkDetail says in words what a reconciliation check found.

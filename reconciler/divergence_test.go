@@ -46,7 +46,7 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_fresh', '{}', 'active', 1, no
 	require.EqualValues(t, 5, n, "sub_old, sub_new_1, sub_new_2, sub_diverged and the parked sub_gap")
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check.
+# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; state: an object without a status, a customer, lists other kept fields; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check.
 # TYPE hookyard_reconciler_divergences_total counter
 hookyard_reconciler_divergences_total{kind="missing",provider="stripe"} 2
 hookyard_reconciler_divergences_total{kind="parked",provider="chargebee"} 1
@@ -87,7 +87,7 @@ VALUES ('stripe', $1, 'test', 'subscription', 'sub_cape', '{"cancel_at_period_en
 		}
 	}
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check.
+# HELP hookyard_reconciler_divergences_total Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; state: an object without a status, a customer, lists other kept fields; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check.
 # TYPE hookyard_reconciler_divergences_total counter
 hookyard_reconciler_divergences_total{kind="cancel_at_period_end",provider="stripe"} 1
 hookyard_reconciler_divergences_total{kind="deleted",provider="stripe"} 1

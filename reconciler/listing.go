@@ -19,6 +19,10 @@ const (
 	KindCancelAtPeriodEnd = "cancel_at_period_end"
 	// KindDeleted: one side says deleted, the other does not.
 	KindDeleted = "deleted"
+	// KindState: a listed object without a status (a customer) whose
+	// kept fields (the decision fields and the processor's state_fields)
+	// differ from the projection's, deletion alike: it changed.
+	KindState = "state"
 	// KindParked: a projection was parked (version gap, conflict, unordered).
 	KindParked = "parked"
 )

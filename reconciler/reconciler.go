@@ -211,7 +211,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *Reconciler {
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_checks_enqueued_total",
 			Help: "Messages enqueued, by reason (listed: missing projection or another status than the provider lists; stale: not observed for stale_after and not terminal; parked; stuck)."}, []string{"reason"}),
 		divergences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookyard_reconciler_divergences_total",
-			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check."},
+			Help: "Divergences a reconcile round found, by provider and kind (missing: the provider lists a resource that has no projection; status, cancel_at_period_end, deleted: the provider lists another one than the projection's; state: an object without a status, a customer, lists other kept fields; parked: a projection was parked — version gap, conflict, unordered). Each is counted once while it lasts (a row of reconcile_divergence) and sent as a check."},
 			[]string{"provider", "kind"}),
 		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: "hookyard_inbox_payloads_purged_total",
 			Help: "Finished events whose payload the retention purge dropped (identity and decision stay)."}),
@@ -305,10 +305,10 @@ func (r *Reconciler) Round(ctx context.Context, f Filter) (Report, error) {
 			continue
 		}
 		sr := &SourceReport{Source: s.Name(), Provider: s.Provider, SourceAccount: s.SourceAccount, Environment: s.Environment}
-		if s.ResourceType != "" {
+		for _, ls := range s.Listings() {
 			step(StepList, func(ctx context.Context) (int64, error) {
 				before := sr.Checks
-				err := r.reconcileSource(ctx, s, sr)
+				err := r.reconcileSource(ctx, ls, sr)
 				if err != nil {
 					sr.Errors = append(sr.Errors, err.Error())
 				}

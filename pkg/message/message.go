@@ -25,6 +25,10 @@ const (
 	ReasonRetry     = "retry"
 	ReasonReplay    = "replay"
 	ReasonReconcile = "reconcile"
+	// ReasonRefresh: a check the processor sent while settling an event
+	// about another resource that says this one changed too (a Stripe
+	// invoice's subscription). It is live work, not background.
+	ReasonRefresh = "refresh"
 )
 
 // Resource is a resource's identity.

@@ -38,5 +38,9 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 			Reads: []string{"reconcile_listed_pkey"}},
 		{Name: "delete listed states", SQL: deleteListedSQL, Args: append(res, int64(7)),
 			Reads: []string{"reconcile_listed_pkey"}},
+		{Name: "refresh checks", SQL: refreshSQL,
+			Args: []any{texts(plantest.Provider), texts(plantest.Account), texts(plantest.Environment), texts("subscription"),
+				[]string{"sub_1", "sub_2"}, texts("ev_1")},
+			Reads: []string{}},
 	})
 }

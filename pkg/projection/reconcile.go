@@ -191,16 +191,21 @@ SELECT k.id AS resource_id, p.observed_at IS NULL AS missing, k.state, k.status 
          WHEN p.deleted THEN NULL
          WHEN k.status <> '' AND p.status IS DISTINCT FROM k.status THEN 'status'
          WHEN k.cape <> '' AND coalesce(p.state->>'cancel_at_period_end', 'false') <> k.cape THEN 'cancel_at_period_end'
+         -- the kept fields of a listed object without a status (a
+         -- customer): only its state says it changed
+         WHEN k.status = '' AND k.state IS NOT NULL AND p.state <> k.state::jsonb THEN 'state'
     END AS kind,
     CASE WHEN p.observed_at IS NULL THEN NULL
          WHEN k.deleted <> p.deleted THEN CASE WHEN p.deleted THEN 'deleted' ELSE 'not deleted' END
          WHEN k.status <> '' AND p.status IS DISTINCT FROM k.status THEN coalesce(p.status, '')
-         ELSE coalesce(p.state->>'cancel_at_period_end', 'false')
+         WHEN k.cape <> '' AND coalesce(p.state->>'cancel_at_period_end', 'false') <> k.cape THEN coalesce(p.state->>'cancel_at_period_end', 'false')
+         ELSE 'kept state'
     END AS projection_says,
     CASE WHEN p.observed_at IS NULL THEN coalesce(nullif(k.status, ''), 'exists')
          WHEN k.deleted <> p.deleted THEN CASE WHEN k.deleted THEN 'deleted' ELSE 'not deleted' END
          WHEN k.status <> '' AND p.status IS DISTINCT FROM k.status THEN k.status
-         ELSE k.cape
+         WHEN k.cape <> '' AND coalesce(p.state->>'cancel_at_period_end', 'false') <> k.cape THEN k.cape
+         ELSE 'other kept state'
     END AS provider_says,
     -- the stale and the parked steps check those this round: one check per resource
     p.observed_at IS NULL OR (NOT p.needs_reconcile AND NOT ` + staleSQL + `) AS check_now

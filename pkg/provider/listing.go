@@ -115,6 +115,12 @@ type Source struct {
 	// them, or deleted, is not re-checked. Defaults to none: only deleted
 	// projections are terminal.
 	Terminal []string
+	// More are further resource types of the account that Lister lists,
+	// each walked after ResourceType with its own checkpoint and its own
+	// terminal statuses (Stripe: customers and invoices, when the endpoint
+	// projects them). Their stale projections are re-checked like
+	// ResourceType's.
+	More []Listing
 	// Endpoint is the endpoint listed events are ingested under: its id,
 	// account, environment and allow-list. Required with Events.
 	Endpoint *Endpoint
@@ -137,6 +143,30 @@ type Source struct {
 	// Hooks lists a hook's deliveries and asks for redeliveries (GitHub);
 	// nil: none.
 	Hooks HookDeliveries
+}
+
+// Listing is one more resource type a Source lists (Source.More).
+type Listing struct {
+	ResourceType string
+	// Terminal are the type's statuses the provider never moves a
+	// resource out of; as Source.Terminal.
+	Terminal []string
+}
+
+// Listings are the source's resource types, ResourceType first, each as
+// the source of that type alone; none when ResourceType is empty.
+func (s Source) Listings() []Source {
+	if s.ResourceType == "" {
+		return nil
+	}
+	out := []Source{s}
+	for _, l := range s.More {
+		o := s
+		o.ResourceType, o.Terminal, o.More = l.ResourceType, l.Terminal, nil
+		out = append(out, o)
+	}
+	out[0].More = nil
+	return out
 }
 
 // Name identifies the source in reconcile_checkpoint, reconcile_redelivery

@@ -48,6 +48,19 @@ type Plan struct {
 	Facts []Fact
 	// Actions are external effects to record under a stable key.
 	Actions []Action
+	// Refresh names other resources of the event's account and environment
+	// that the event says changed too (Stripe: the subscription of an
+	// invoice whose own event projects the invoice). The processor sends
+	// each, in the transaction that settles the event, as a check under
+	// the resource's own key: its partition fetches it in sequence with
+	// the resource's other messages, under its own fence. Never the
+	// event's own resource.
+	Refresh []ResourceRef
+}
+
+// ResourceRef names a resource of the event's account and environment.
+type ResourceRef struct {
+	Type, ID string
 }
 
 // Snapshot is a resource's state at a version.
@@ -119,6 +132,14 @@ func (p Plan) Validate() error {
 			return err
 		}
 		if err := CheckIdentity("fact resource id", f.ResourceID); err != nil {
+			return err
+		}
+	}
+	for _, r := range p.Refresh {
+		if err := CheckIdentity("refreshed resource type", r.Type); err != nil {
+			return err
+		}
+		if err := CheckIdentity("refreshed resource id", r.ID); err != nil {
 			return err
 		}
 	}

@@ -18,11 +18,7 @@ var DefaultProject = []string{"subscription"}
 // hint to fetch, since Stripe sends no version. Facts (an invoice paid)
 // are declared, not read here: see FactObject.
 func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provider.Plan, error) {
-	var doc struct {
-		Data struct {
-			Object json.RawMessage `json:"object"`
-		} `json:"data"`
-	}
+	var doc event
 	if err := json.Unmarshal(ev.Payload, &doc); err != nil {
 		return provider.Plan{}, fmt.Errorf("%w: %v", provider.ErrMalformed, err)
 	}
@@ -32,6 +28,16 @@ func (Provider) Interpret(ev provider.StoredEvent, ep *provider.Endpoint) (provi
 	// refuses it in project; an endpoint the config lost keeps the default).
 	if ev.ResourceID != "" && ep.Projects(ev.ResourceType, DefaultProject) && Fetchable(ev.ResourceType) {
 		p.Fetch = true
+	}
+	// An invoice keyed by itself (its endpoint projects invoices) still
+	// says its subscription changed (paid, payment failed: the
+	// subscription's status follows), as it did when it was keyed by the
+	// subscription: the subscription is refreshed by a check on its own
+	// key, never written from the invoice's partition.
+	if ev.ResourceType == "invoice" && doc.Data.Object.Object == "invoice" && ep.Projects("subscription", DefaultProject) {
+		if s := invoiceSubscription(&doc); s != "" {
+			p.Refresh = append(p.Refresh, provider.ResourceRef{Type: "subscription", ID: s})
+		}
 	}
 	return p, nil
 }

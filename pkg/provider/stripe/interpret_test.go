@@ -2,6 +2,7 @@ package stripe
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -69,4 +70,53 @@ func TestProjectOfAnUnfetchableTypeIsRefused(t *testing.T) {
 	require.Contains(t, errs[0].Error(), `project[1] "discount"`)
 	require.Empty(t, Provider{}.CheckEndpoint(&provider.Endpoint{Provider: provider.Stripe, Environment: "test",
 		Project: FetchableTypes()}))
+}
+
+// An invoice of a subscription (either way Stripe names it) on an endpoint
+// that projects invoices is the invoice's event: keyed by the invoice,
+// fetched as the invoice, with its subscription to refresh on its own key.
+// Where invoices are not projected it stays the subscription's event, as
+// before. An invoice without a subscription refreshes nothing, and an
+// endpoint that does not project subscriptions refreshes none. Fails if an
+// invoice of a subscription is keyed by the subscription where invoices
+// are projected, or if its subscription is no longer refreshed.
+func TestInvoiceOfASubscriptionIsKeyedByItselfWhereInvoicesAreProjected(t *testing.T) {
+	t.Parallel()
+	wide := &provider.Endpoint{Provider: provider.Stripe, SourceAccount: "acct_1", Environment: "test",
+		Project: []string{"subscription", "customer", "invoice"}}
+	plain := &provider.Endpoint{Provider: provider.Stripe, SourceAccount: "acct_1", Environment: "test"}
+	invoicesOnly := &provider.Endpoint{Provider: provider.Stripe, SourceAccount: "acct_1", Environment: "test", Project: []string{"invoice"}}
+	for _, body := range []string{
+		`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","subscription":"sub_9"}}}`,
+		`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","subscription":{"id":"sub_9"}}}}`,
+		`{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","parent":{"subscription_details":{"subscription":"sub_9"}}}}}`,
+	} {
+		ev, err := Verifier{}.Identify(wide, []byte(body), time.Now())
+		require.NoError(t, err)
+		require.Equal(t, []string{"invoice", "in_1"}, []string{ev.ResourceType, ev.ResourceID}, body)
+		plan, err := Provider{}.Interpret(stored(ev), wide)
+		require.NoError(t, err)
+		require.Equal(t, provider.Plan{Fetch: true, Refresh: []provider.ResourceRef{{Type: "subscription", ID: "sub_9"}}}, plan, body)
+
+		plan, err = Provider{}.Interpret(stored(ev), invoicesOnly)
+		require.NoError(t, err)
+		require.Equal(t, provider.Plan{Fetch: true}, plan, "subscriptions not projected: none refreshed")
+
+		ev, err = Verifier{}.Identify(plain, []byte(body), time.Now())
+		require.NoError(t, err)
+		require.Equal(t, []string{"subscription", "sub_9"}, []string{ev.ResourceType, ev.ResourceID}, body)
+		plan, err = Provider{}.Interpret(stored(ev), plain)
+		require.NoError(t, err)
+		require.Equal(t, provider.Plan{Fetch: true}, plan, "the subscription's own event fetches it")
+	}
+	lone := `{"id":"evt_2","type":"invoice.created","data":{"object":{"id":"in_2","object":"invoice","subscription":null}}}`
+	ev, err := Verifier{}.Identify(wide, []byte(lone), time.Now())
+	require.NoError(t, err)
+	plan, err := Provider{}.Interpret(stored(ev), wide)
+	require.NoError(t, err)
+	require.Equal(t, provider.Plan{Fetch: true}, plan)
+}
+
+func stored(ev provider.Event) provider.StoredEvent {
+	return provider.StoredEvent{EventType: ev.Type, ResourceType: ev.ResourceType, ResourceID: ev.ResourceID, Payload: ev.Payload}
 }

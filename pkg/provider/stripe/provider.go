@@ -60,17 +60,46 @@ type connection struct{ accts *Accounts }
 // Fetcher reads every Stripe resource with its own endpoint's credentials.
 func (c connection) Fetcher() provider.Fetcher { return Fetcher{Accounts: c.accts} }
 
-// Source lists the endpoint's subscriptions (status=all) and scans its
-// events, with its account's credentials; nil when it has none.
+// Source lists the endpoint's subscriptions (status=all), then the
+// customers and invoices it projects (Listed), and scans its events, with
+// its account's credentials; nil when it has none.
 func (c connection) Source(ep *provider.Endpoint) (*provider.Source, error) {
 	a, ok := c.accts.For(ep.SourceAccount, ep.Environment)
 	if !ok {
 		return nil, nil
 	}
+	var more []provider.Listing
+	for _, t := range Listed {
+		if ep.Projects(t.ResourceType, DefaultProject) {
+			more = append(more, t)
+		}
+	}
 	return &provider.Source{Provider: provider.Stripe, SourceAccount: ep.SourceAccount,
 		Environment: ep.Environment, ResourceType: "subscription", APIAccount: a.StripeAccount, Lister: a.Client,
-		Terminal: SubscriptionTerminal, Endpoint: ep, Identify: Verifier{},
+		Terminal: SubscriptionTerminal, More: more, Endpoint: ep, Identify: Verifier{},
 		Events: Events{Client: a.Client, Account: a.StripeAccount, Types: EventTypes(ep.EventTypes)}}, nil
+}
+
+// Listed are the types besides subscriptions the reconciler lists when an
+// endpoint projects them, with what each list leaves out:
+//
+//   - customers (GET /v1/customers, https://docs.stripe.com/api/customers/list):
+//     a deleted customer is no longer listed, though GET /v1/customers/{id}
+//     still answers it with "deleted": true
+//     (https://docs.stripe.com/api/customers/delete). A deletion whose
+//     webhook was lost is found by the events scan (customer.deleted, for
+//     the 30 days Stripe lists events) and by the stale check, which
+//     fetches every non-deleted customer projection not observed for
+//     reconciler.stale_after, listed or not.
+//   - invoices (GET /v1/invoices, https://docs.stripe.com/api/invoices/list):
+//     every status unless status= is sent, newest first; a deleted draft
+//     is gone for good (404). Paid and void invoices are final
+//     (https://docs.stripe.com/invoicing/overview), so their projections
+//     are not re-checked when stale, though a listing that differs still
+//     checks them.
+var Listed = []provider.Listing{
+	{ResourceType: "customer"},
+	{ResourceType: "invoice", Terminal: []string{"paid", "void"}},
 }
 
 // KnownEventTypes implements provider.EventTyper: the subscription and

@@ -107,28 +107,24 @@ func (Verifier) Identify(ep *provider.Endpoint, body []byte, _ time.Time) (provi
 	if ev.Created > 0 {
 		out.OccurredAt = time.Unix(ev.Created, 0).UTC()
 	}
-	out.ResourceType, out.ResourceID = resourceOf(&ev)
+	out.ResourceType, out.ResourceID = resourceOf(&ev, ep)
 	return out, nil
 }
 
-// resourceOf names the resource whose partition the event goes to. Invoice
-// events go with their subscription so that facts about a subscription are
-// handled in sequence with its state.
-func resourceOf(ev *event) (string, string) {
+// resourceOf names the resource whose partition the event goes to: the
+// object the event is about. An invoice of a subscription is keyed by
+// itself when the endpoint projects invoices (its projection is then
+// written by its own partition, in sequence, and its subscription is
+// refreshed by a check the processor sends: Interpret's Refresh), and by
+// its subscription otherwise, as before invoices were projected, so that
+// the event refreshes the subscription.
+func resourceOf(ev *event, ep *provider.Endpoint) (string, string) {
 	obj := ev.Data.Object
 	switch {
 	case strings.HasPrefix(ev.Type, "customer.subscription."):
 		return "subscription", obj.ID
 	case obj.Object == "invoice":
-		if s, ok := obj.Subscription.(string); ok && s != "" {
-			return "subscription", s
-		}
-		if m, ok := obj.Subscription.(map[string]any); ok {
-			if s, _ := m["id"].(string); s != "" {
-				return "subscription", s
-			}
-		}
-		if s := obj.Parent.SubscriptionDetails.Subscription; s != "" {
+		if s := invoiceSubscription(ev); s != "" && !ep.Projects("invoice", DefaultProject) {
 			return "subscription", s
 		}
 		return "invoice", obj.ID
@@ -136,6 +132,23 @@ func resourceOf(ev *event) (string, string) {
 		return obj.Object, obj.ID
 	}
 	return "", ""
+}
+
+// invoiceSubscription is the subscription an invoice event's object
+// belongs to: "subscription" (an id, or the object expanded) before the
+// basil API version, parent.subscription_details.subscription since
+// (https://docs.stripe.com/api/invoices/object).
+func invoiceSubscription(ev *event) string {
+	obj := ev.Data.Object
+	if s, ok := obj.Subscription.(string); ok && s != "" {
+		return s
+	}
+	if m, ok := obj.Subscription.(map[string]any); ok {
+		if s, _ := m["id"].(string); s != "" {
+			return s
+		}
+	}
+	return obj.Parent.SubscriptionDetails.Subscription
 }
 
 // Sign returns a Stripe-Signature header value for body, as Stripe computes

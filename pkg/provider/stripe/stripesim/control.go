@@ -100,6 +100,18 @@ func (s *Sim) payInvoice(w http.ResponseWriter, r *http.Request) {
 	if sub, ok := s.Get(in.Subscription); ok {
 		inv.Customer = sub.Customer
 	}
+	// Stored before it is announced, as Stripe's is: an endpoint that
+	// projects invoices fetches GET /v1/invoices/{id} on the event.
+	raw, err := json.Marshal(inv)
+	var fields map[string]any
+	if err == nil {
+		err = json.Unmarshal(raw, &fields)
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "", err.Error())
+		return
+	}
+	s.PutObject("invoice", fields)
 	s.emit(w, r, "invoice.paid", "invoice", inv)
 }
 

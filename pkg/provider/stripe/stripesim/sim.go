@@ -167,6 +167,9 @@ func New(cfg Config) *Sim {
 	s.mux.HandleFunc("GET /v1/subscriptions/{id}", s.api(s.getSubscription))
 	s.mux.HandleFunc("GET /v1/subscriptions", s.api(s.listSubscriptions))
 	s.mux.HandleFunc("GET /v1/events", s.api(s.listEvents))
+	for plural := range listed {
+		s.mux.HandleFunc("GET /v1/"+plural, s.api(s.listObjects(plural)))
+	}
 	for plural, t := range objectTypes {
 		s.mux.HandleFunc("GET /v1/"+plural+"/{id}", s.api(s.getObject(t.object)))
 	}

@@ -182,6 +182,12 @@ func TestControlEndpoints(t *testing.T) {
 	pe, err := stripe.Verifier{}.Verify(ep, d.header, d.body, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, id, pe.ResourceID)
+	// The paid invoice is retrievable, as Stripe's is: an endpoint that
+	// projects invoices fetches it on the event.
+	cl := stripe.NewClient(stripe.APIConfig{BaseURL: api.URL, APIKey: stripesim.DevAPIKey}, nil)
+	got, err := cl.Get(t.Context(), "acct_1", "invoice", "in_1")
+	require.NoError(t, err)
+	require.Contains(t, string(got), `"status":"paid"`)
 
 	resp, err := http.Post(api.URL+"/sim/subscriptions/sub_nope/cancel", "application/json", nil)
 	require.NoError(t, err)
