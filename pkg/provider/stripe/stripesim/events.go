@@ -74,14 +74,9 @@ func (s *Sim) log(id, typ string, created int64, body []byte) {
 //   - a starting_after that is not an event of the list is a 400.
 func (s *Sim) listEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 10
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, http.StatusBadRequest, "parameter_invalid_integer", "limit must be an integer between 1 and 100")
-			return
-		}
-		limit = n
+	limit, ok := listLimit(w, q)
+	if !ok {
+		return
 	}
 	types := q["types[]"]
 	if len(types) > 20 {

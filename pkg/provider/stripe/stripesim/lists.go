@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 )
 
 // listed are the object lists the simulator serves besides subscriptions
@@ -35,14 +34,9 @@ func (s *Sim) listObjects(plural string) http.HandlerFunc {
 	l := listed[plural]
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		limit := 10
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 100 {
-				writeError(w, http.StatusBadRequest, "parameter_invalid_integer", "limit must be an integer between 1 and 100")
-				return
-			}
-			limit = n
+		limit, ok := listLimit(w, q)
+		if !ok {
+			return
 		}
 		status := q.Get("status")
 		d := r.Context().Value(datasetKey{}).(dataset)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -411,14 +412,9 @@ func (s *Sim) getSubscription(w http.ResponseWriter, r *http.Request) {
 // status=all never sees a cancellation whose webhook was lost.
 func (s *Sim) listSubscriptions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 10
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, http.StatusBadRequest, "parameter_invalid_integer", "limit must be an integer between 1 and 100")
-			return
-		}
-		limit = n
+	limit, ok := listLimit(w, q)
+	if !ok {
+		return
 	}
 	keep, ok := statusFilter(q.Get("status"))
 	if !ok {
@@ -505,4 +501,20 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 		e["code"] = code
 	}
 	writeJSON(w, status, map[string]any{"error": e})
+}
+
+// listLimit reads a list's limit, 1 to 100 and 10 when absent
+// (https://docs.stripe.com/api/pagination); anything else is answered 400
+// as Stripe does, and ok is false.
+func listLimit(w http.ResponseWriter, q url.Values) (limit int, ok bool) {
+	v := q.Get("limit")
+	if v == "" {
+		return 10, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100 {
+		writeError(w, http.StatusBadRequest, "parameter_invalid_integer", "limit must be an integer between 1 and 100")
+		return 0, false
+	}
+	return n, true
 }
