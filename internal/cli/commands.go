@@ -143,6 +143,9 @@ var commands = []command{
                                            one action, whatever its status, with its fact and idempotency key
   actions replay PROVIDER ACCOUNT ENV SUBJECT KIND   send a dead action again, same key (refused if not dead)
   actions replay [filters of actions list] [-limit N]
+  actions skip PROVIDER ACCOUNT ENV SUBJECT KIND [-reason R]
+                                           give a dead action up: skipped, never sent; the later changes of
+                                           its resource go out to that subscriber (refused if not dead), audited
 `},
 	{name: "erase", kind: ops, run: eraseCmd,
 		usage: `  erase -account A [-resource R] [-provider P] [-environment E]

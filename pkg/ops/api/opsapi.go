@@ -120,6 +120,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.POST("/replay/partition", a.replayPartition, operate)
 	v1.POST("/dead/replay", a.replayDeadMatching, operate)
 	v1.POST("/actions/replay", a.replayActions, operate)
+	v1.POST("/actions/skip", a.skipAction, operate)
 	v1.POST("/erase", a.erase, operate)
 	return e
 }
