@@ -133,7 +133,8 @@ var commands = []command{
 	{name: "retention", kind: ops, run: retentionCmd,
 		usage: `  retention                                one retention pass now, as the reconciler runs every round:
                                            create partitions ahead, drop those behind retention.payload_age,
-                                           forget identities past retention.identity_age; prints each change
+                                           forget identities past retention.identity_age, delete subscribers'
+                                           deliveries settled before retention.delivery_age; prints each change
 `},
 	{name: "actions", kind: ops, run: actionsCmd,
 		usage: `  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]

@@ -119,7 +119,8 @@ func openDB(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns 
 func retentionPolicy(cfg *config.Config) *retention.Policy {
 	rt := cfg.Retention
 	return &retention.Policy{PayloadAge: rt.PayloadAge, PartitionInterval: rt.PartitionInterval,
-		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge, HistoryAge: rt.HistoryAge, AuditAge: rt.AuditAge}
+		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge, HistoryAge: rt.HistoryAge, AuditAge: rt.AuditAge,
+		DeliveryAge: rt.DeliveryAge}
 }
 
 func brokers(cfg *config.Config) []string {
