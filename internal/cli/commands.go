@@ -151,7 +151,8 @@ var commands = []command{
 	{name: "erase", kind: ops, run: eraseCmd,
 		usage: `  erase -account A [-resource R] [-provider P] [-environment E]
                                            remove an account's (or its resources') personal data from every
-                                           table for an erasure request; prints rows per table, audited
+                                           table for an erasure request, publish the erased states to the
+                                           changes topic; prints rows per table, audited
 `},
 	{name: "audit", kind: ops, run: auditCmd,
 		usage: `  audit [-since 24h|RFC3339] [-limit N]    payload reads and changes (replays, purges, erasures, resizes) by the
