@@ -21,11 +21,11 @@ func actionFlags(fs *flag.FlagSet, f *action.Filter, since *timeValue) {
 	fs.Var(since, "since", "only actions recorded since (24h or an RFC 3339 time)")
 }
 
-// actionsCmd runs `actions list|show|replay`: external effects, listed,
-// shown and replayed like dead events.
+// actionsCmd runs `actions list|show|replay|skip`: external effects, listed,
+// shown and replayed like dead events; a dead one can be given up (skip).
 func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageErr("actions needs list, show or replay")
+		return usageErr("actions needs list, show, replay or skip")
 	}
 	fs := flag.NewFlagSet("actions "+args[0], flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -34,7 +34,7 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 	switch args[0] {
 	case "list":
 		actionFlags(fs, &f, &since)
-		fs.StringVar(&f.Status, "status", action.StatusDead, "status: dead, pending, sending, failed, ambiguous, sent")
+		fs.StringVar(&f.Status, "status", action.StatusDead, "status: dead, pending, sending, failed, ambiguous, sent, skipped")
 		fs.IntVar(&f.Limit, "limit", action.ListLimitDefault, "most actions to list")
 		pos, err := parseInterleaved(fs, args[1:])
 		if err != nil || len(pos) > 0 || f.Limit <= 0 {
@@ -87,8 +87,25 @@ func actionsCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 			return err
 		}
 		return e.printChange(ctx, stdout, audit.ActionReplayAction, "actions replay", args[1:], n)
+	case "skip":
+		reason := fs.String("reason", "", "why the action is given up (kept in its last error and the audit record)")
+		pos, err := parseInterleaved(fs, args[1:])
+		if err != nil || len(pos) != 5 {
+			return usageErr("actions skip PROVIDER ACCOUNT ENV SUBJECT KIND [-reason R]%s", errSuffix(err))
+		}
+		err = action.Skip(ctx, e.pool, actionKey(pos), *reason)
+		if errors.Is(err, action.ErrNotDead) {
+			return fmt.Errorf("%w; only dead actions are skipped", err)
+		}
+		if err != nil {
+			return err
+		}
+		if err := e.record(ctx, audit.ActionSkipAction, "actions skip", args[1:], 1); err != nil {
+			return err
+		}
+		return printJSON(stdout, map[string]any{"skipped": 1})
 	}
-	return usageErr("actions %s: unknown, want list, show or replay", args[0])
+	return usageErr("actions %s: unknown, want list, show, replay or skip", args[0])
 }
 
 func actionKey(pos []string) action.Key {

@@ -66,3 +66,32 @@ VALUES ('stripe', 'acct_a', 'test', 'in_dead', 'receipt', 'evt_in_dead', 'dead',
 	require.Equal(t, 0, code)
 	require.NotContains(t, out, "no receipt_url configured")
 }
+
+// `hookyard actions skip` gives one dead action up, with a reason kept in
+// its last error and in the audit record, and refuses any other status.
+// Fails if the command is missing, skips what is not dead, or is not
+// audited.
+func TestActionsSkipGivesUpADeadActionAudited(t *testing.T) {
+	e := newCLIEnv(t, nil)
+	_, err := e.schema.Pool.Exec(t.Context(), `
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, status, attempts, last_error, done_at, body, order_key, order_seq)
+VALUES ('stripe', 'acct_a', 'test', 'subscription/sub_1@v1', 'change:billing', 'evt_1', 'dead', 3, 'HTTP 400', now(), '{}', 'subscription/sub_1', 1),
+       ('stripe', 'acct_a', 'test', 'subscription/sub_1@v2', 'change:billing', 'evt_2', 'pending', 0, NULL, NULL, '{}', 'subscription/sub_1', 2)`)
+	require.NoError(t, err)
+	code, _, stderr := e.run("actions", "skip", "stripe", "acct_a", "test", "subscription/sub_1@v2", "change:billing")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "action is not dead (status pending)")
+	var out struct {
+		Skipped int `json:"skipped"`
+	}
+	e.runJSON(&out, "actions", "skip", "stripe", "acct_a", "test", "subscription/sub_1@v1", "change:billing", "-reason", "v1 rejected for good")
+	require.Equal(t, 1, out.Skipped)
+	var sh action.Shown
+	e.runJSON(&sh, "actions", "show", "stripe", "acct_a", "test", "subscription/sub_1@v1", "change:billing")
+	require.Equal(t, action.StatusSkipped, sh.Action.Status)
+	require.Contains(t, sh.Action.LastError, "v1 rejected for good")
+	var n int
+	require.NoError(t, e.schema.Pool.QueryRow(t.Context(), `SELECT count(*) FROM ops_audit WHERE action = 'skip_action'
+  AND target->>'command' = 'actions skip' AND target->'args' ? '-reason'`).Scan(&n))
+	require.Equal(t, 1, n)
+}

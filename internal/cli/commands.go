@@ -133,7 +133,8 @@ var commands = []command{
 	{name: "retention", kind: ops, run: retentionCmd,
 		usage: `  retention                                one retention pass now, as the reconciler runs every round:
                                            create partitions ahead, drop those behind retention.payload_age,
-                                           forget identities past retention.identity_age; prints each change
+                                           forget identities past retention.identity_age, delete subscribers'
+                                           deliveries settled before retention.delivery_age; prints each change
 `},
 	{name: "actions", kind: ops, run: actionsCmd,
 		usage: `  actions list [-status dead] [-provider P] [-account A] [-environment E] [-kind receipt]
@@ -143,11 +144,15 @@ var commands = []command{
                                            one action, whatever its status, with its fact and idempotency key
   actions replay PROVIDER ACCOUNT ENV SUBJECT KIND   send a dead action again, same key (refused if not dead)
   actions replay [filters of actions list] [-limit N]
+  actions skip PROVIDER ACCOUNT ENV SUBJECT KIND [-reason R]
+                                           give a dead action up: skipped, never sent; the later changes of
+                                           its resource go out to that subscriber (refused if not dead), audited
 `},
 	{name: "erase", kind: ops, run: eraseCmd,
 		usage: `  erase -account A [-resource R] [-provider P] [-environment E]
                                            remove an account's (or its resources') personal data from every
-                                           table for an erasure request; prints rows per table, audited
+                                           table for an erasure request, publish the erased states to the
+                                           changes topic; prints rows per table, audited
 `},
 	{name: "audit", kind: ops, run: auditCmd,
 		usage: `  audit [-since 24h|RFC3339] [-limit N]    payload reads and changes (replays, purges, erasures, resizes) by the

@@ -27,7 +27,9 @@ func (l *listFlag) Set(s string) error {
 // eraseCmd runs `erase -account A [-resource R]... [-provider P]
 // [-environment E]`: the personal data of one source account, or of some
 // of its resources, removed from every table, and the erasure recorded in
-// ops_audit with it (api.Erase). It prints the rows changed per table.
+// ops_audit with it (api.Erase), and a change record of each erased
+// projection queued for the changes topic. It prints the rows changed per
+// table and the change records queued.
 func eraseCmd(ctx context.Context, e *env, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -43,7 +45,7 @@ func eraseCmd(ctx context.Context, e *env, args []string, stdout io.Writer) erro
 		return usageErr("%s%s", use, errSuffix(err))
 	}
 	r.Resources = resources
-	out, err := api.Erase(ctx, e.pool, cliActor(), r)
+	out, err := api.Erase(ctx, e.pool, cliActor(), r, e.cfg.Kafka.ChangesTopic)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,8 @@ func openDB(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns 
 func retentionPolicy(cfg *config.Config) *retention.Policy {
 	rt := cfg.Retention
 	return &retention.Policy{PayloadAge: rt.PayloadAge, PartitionInterval: rt.PartitionInterval,
-		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge, HistoryAge: rt.HistoryAge, AuditAge: rt.AuditAge}
+		DeadPayloadAge: rt.DeadPayloadAge, IdentityAge: rt.IdentityAge, HistoryAge: rt.HistoryAge, AuditAge: rt.AuditAge,
+		DeliveryAge: rt.DeliveryAge}
 }
 
 func brokers(cfg *config.Config) []string {
@@ -304,7 +305,7 @@ func (e *env) opsAPI() (*echo.Echo, *job.Runner) {
 	jobs := api.NewJobs(e.pool, e.log, brokers(e.cfg), e.cfg.Kafka.Topic)
 	auth := opsAuth(e.cfg)
 	ops := api.New(e.pool, e.log, api.Config{Auth: auth, Policy: e.cfg.Access, Gatherer: e.reg,
-		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ActionsWaiting: actionsWaiting(e.cfg), Effects: e.cfg.Effects.Declare, Jobs: jobs,
+		Brokers: brokers(e.cfg), Topic: e.cfg.Kafka.Topic, ChangesTopic: e.cfg.Kafka.ChangesTopic, ActionsWaiting: actionsWaiting(e.cfg), Effects: e.cfg.Effects.Declare, Jobs: jobs,
 		MinPurgeAge: e.cfg.Retention.MinPurgeAge, AuditAge: e.cfg.Retention.AuditAge})
 	e.mountConsole(ops, jobs, auth)
 	return ops, jobs

@@ -14,6 +14,10 @@ const (
 	StatusFailed    = "failed"
 	StatusAmbiguous = "ambiguous"
 	StatusDead      = "dead"
+	// StatusSkipped is final, like sent: an operator gave a dead action
+	// up (Skip). It is never sent, and it no longer holds back the later
+	// actions of its stream.
+	StatusSkipped = "skipped"
 )
 
 // KindReceipt is the receipt of a paid invoice; its subject is the invoice
@@ -65,7 +69,7 @@ type Action struct {
 	LastError     string     `json:"last_error,omitempty"`
 	EventID       string     `json:"event_id"`
 	CreatedAt     time.Time  `json:"created_at"`
-	// DoneAt is when it was sent or went dead.
+	// DoneAt is when it was sent, went dead or was skipped.
 	DoneAt *time.Time `json:"done_at,omitempty"`
 	// ClaimedBy is the sender of the latest attempt.
 	ClaimedBy string `json:"claimed_by,omitempty"`

@@ -93,3 +93,71 @@ func bySubject(t *testing.T, s *dbtest.Schema, state string, args []any) {
 		}
 	}
 }
+
+// A resource's page reads the actions its observations caused (its
+// transitions' effects, its changes' deliveries) through
+// action_observation_subject by the subject's byte range, whatever the
+// statistics: never the account's every action, nor every delivery of
+// it. 100,000 deliveries and transition effects of 5,000 resources of one
+// account beside the loaded receipts. Fails if the index or the range
+// goes.
+func TestActionsCausedByAResourceAreReadByTheirSubjectRange(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	args := []any{plantest.Provider, plantest.Account, plantest.Environment, "subscription/sub_42@", "subscription/sub_42A", 100}
+	cases := []plantest.Case{{Name: "actions caused by a resource", SQL: causedSQL, Args: args,
+		Reads: []string{"action_observation_subject"}}}
+	plantest.Load(t, s.Pool)
+	_, err := s.Pool.Exec(t.Context(), `
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, status, done_at, body, order_key, order_seq)
+SELECT $1, $2, $3, 'subscription/sub_' || (g % 5000) || '@v' || g, CASE WHEN g % 4 = 0 THEN 'subscription_canceled' ELSE 'change:billing' END,
+       'ev_' || g, 'sent', now(), '{}', CASE WHEN g % 4 <> 0 THEN 'subscription/sub_' || (g % 5000) END, g
+FROM generate_series(1, 100000) g`, plantest.Provider, plantest.Account, plantest.Environment)
+	require.NoError(t, err)
+	byRange := func(t *testing.T) {
+		conn, err := s.Pool.Acquire(t.Context())
+		require.NoError(t, err)
+		defer conn.Release()
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			_, plan := plantest.Reads(t, conn.Conn(), mode, causedSQL, args...)
+			require.Regexp(t, `using action_observation_subject on action\s+Index Cond: \(.*subject_id.*>=.*subject_id.*<`, plan, mode)
+		}
+	}
+	plantest.RequireNoStatistics(t, s.Pool)
+	plantest.Check(t, s.Pool, false, cases)
+	t.Run("no statistics, by range", byRange)
+	_, err = s.Pool.Exec(t.Context(), `ANALYZE action`)
+	require.NoError(t, err)
+	plantest.Check(t, s.Pool, true, cases)
+	t.Run("analyzed, by range", byRange)
+}
+
+// The actions caused by a resource are its subjects' only: not those of a
+// resource whose id extends its id ("sub_1" and "sub_10"), nor of one
+// whose id holds "@" after it ("sub_1@x"), nor a receipt.
+func TestActionsCausedByAResourceAreItsOwnOnly(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	_, err := s.Pool.Exec(t.Context(), `
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, status)
+VALUES ('p', 'a', 'e', 'subscription/sub_1@v1', 'change:billing', 'e1', 'sent'),
+       ('p', 'a', 'e', 'subscription/sub_1@f7', 'subscription_canceled', 'e2', 'pending'),
+       ('p', 'a', 'e', 'subscription/sub_10@v1', 'change:billing', 'e3', 'sent'),
+       ('p', 'a', 'e', 'subscription/sub_1@x@v1', 'change:billing', 'e4', 'sent'),
+       ('p', 'a', 'e', 'subscription/sub_1@v2', 'change:billing', 'e5', 'sent'),
+       ('p', 'a', 'x', 'subscription/sub_1@v3', 'change:billing', 'e6', 'sent'),
+       ('p', 'a', 'e', 'sub_1', 'receipt', 'e7', 'sent')`)
+	require.NoError(t, err)
+	got, err := CausedBy(t.Context(), s.Pool, "p", "a", "e", "subscription", "sub_1", 10)
+	require.NoError(t, err)
+	var subjects []string
+	for _, a := range got {
+		subjects = append(subjects, a.SubjectID+" "+a.Kind)
+	}
+	require.ElementsMatch(t, []string{"subscription/sub_1@v1 change:billing", "subscription/sub_1@f7 subscription_canceled",
+		"subscription/sub_1@v2 change:billing"}, subjects)
+	got, err = CausedBy(t.Context(), s.Pool, "p", "a", "e", "subscription", "sub_1@x", 10)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "subscription/sub_1@x@v1", got[0].SubjectID)
+}

@@ -20,10 +20,10 @@ const ErasedError = "erased"
 const eraseSQL = `
 UPDATE action a SET
     last_error = '` + ErasedError + `',
-    status = CASE WHEN a.status IN ('sent', 'dead') THEN a.status ELSE 'dead' END,
-    done_at = CASE WHEN a.status IN ('sent', 'dead') THEN a.done_at ELSE now() END
+    status = CASE WHEN a.status IN ('sent', 'dead', 'skipped') THEN a.status ELSE 'dead' END,
+    done_at = CASE WHEN a.status IN ('sent', 'dead', 'skipped') THEN a.done_at ELSE now() END
 WHERE ($1 = '' OR a.provider = $1) AND a.source_account = $2 AND ($3 = '' OR a.environment = $3)
-  AND (a.last_error IS DISTINCT FROM '` + ErasedError + `' AND (a.last_error IS NOT NULL OR a.status NOT IN ('sent', 'dead')))
+  AND (a.last_error IS DISTINCT FROM '` + ErasedError + `' AND (a.last_error IS NOT NULL OR a.status NOT IN ('sent', 'dead', 'skipped')))
   AND (cardinality($4::text[]) = 0 OR EXISTS (
       SELECT 1 FROM fact f
       WHERE f.provider = a.provider AND f.source_account = a.source_account AND f.environment = a.environment
@@ -39,8 +39,8 @@ const eraseOrderedSQL = `
 UPDATE action a SET
     body = NULL,
     last_error = '` + ErasedError + `',
-    status = CASE WHEN a.status IN ('sent', 'dead') THEN a.status ELSE 'dead' END,
-    done_at = CASE WHEN a.status IN ('sent', 'dead') THEN a.done_at ELSE now() END
+    status = CASE WHEN a.status IN ('sent', 'dead', 'skipped') THEN a.status ELSE 'dead' END,
+    done_at = CASE WHEN a.status IN ('sent', 'dead', 'skipped') THEN a.done_at ELSE now() END
 WHERE a.order_key IS NOT NULL AND a.body IS NOT NULL
   AND ($1 = '' OR a.provider = $1) AND a.source_account = $2 AND ($3 = '' OR a.environment = $3)
   AND (cardinality($4::text[]) = 0 OR substr(a.order_key, strpos(a.order_key, '/') + 1) = ANY($4::text[]))`

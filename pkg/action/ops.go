@@ -37,7 +37,7 @@ type Filter struct {
 }
 
 const actionColumns = `provider, source_account, environment, subject_id, kind, status, attempts,
-    CASE WHEN status NOT IN ('sent', 'dead') THEN next_attempt_at END, coalesce(last_error, ''), event_id, created_at, done_at,
+    CASE WHEN status NOT IN ('sent', 'dead', 'skipped') THEN next_attempt_at END, coalesce(last_error, ''), event_id, created_at, done_at,
     coalesce(claimed_by, '')`
 
 func scanAction(row pgx.CollectableRow) (Action, error) {
@@ -221,6 +221,39 @@ func limitOr(limit, def int) int {
 	return def
 }
 
+// skipSQL gives one dead action up: skipped is final, never claimed (the
+// claim's status list leaves it out) and settled for the ordered claim's
+// probe, so the next action of its stream is taken. The status check is
+// in the update itself: a replay racing with it (replaySQL, also only from
+// dead) waits on the row lock, and the second of the two finds the status
+// changed and writes nothing; exactly one of them wins. The reason goes to
+// last_error, followed by the attempts' last error.
+const skipSQL = `
+UPDATE action SET status = 'skipped', next_attempt_at = now(), done_at = now(),
+    last_error = CASE WHEN $6 = '' THEN 'skipped by an operator' ELSE 'skipped by an operator: ' || $6 END
+        || coalesce(' (after: ' || last_error || ')', '')
+WHERE provider = $1 AND source_account = $2 AND environment = $3 AND subject_id = $4 AND kind = $5 AND status = 'dead'`
+
+// Skip gives up one dead action: it becomes skipped, is never sent, and
+// the later actions of its stream (a subscriber's next changes of the
+// resource) are claimed in their order. It returns ErrNotFound when there
+// is no such action and an error wrapping ErrNotDead (naming the status)
+// when it is not dead.
+func Skip(ctx context.Context, pool *pgxpool.Pool, k Key, reason string) error {
+	tag, err := pool.Exec(ctx, skipSQL, k.Provider, k.SourceAccount, k.Environment, k.SubjectID, k.Kind, reason)
+	if err != nil {
+		return fmt.Errorf("skip action %s: %w", k, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	sh, err := Show(ctx, pool, k, nil)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("skip action %s: %w (status %s)", k, ErrNotDead, sh.Action.Status)
+}
+
 // Open is how many actions of one kind and status are not sent yet, and how
 // long ago the oldest of them was recorded.
 type Open struct {
@@ -232,10 +265,11 @@ type Open struct {
 }
 
 // openSQL reads action_unsent (and those rows' created_at) only: sent
-// actions, nearly all of them, are never read.
+// actions, nearly all of them, are never read. Skipped ones are as final as
+// sent: they are in action_unsent, few, and left out of the count.
 const openSQL = `
 SELECT kind, status, count(*), extract(epoch FROM now() - min(created_at))::float8
-FROM action WHERE status <> 'sent' GROUP BY kind, status`
+FROM action WHERE status <> 'sent' AND status <> 'skipped' GROUP BY kind, status`
 
 // CountOpen counts the actions not sent yet, by kind and status, for the
 // gauges of every scrape.

@@ -267,6 +267,17 @@ type Retention struct {
 	// whose range ended this long ago are dropped. Defaults to
 	// HistoryAgeDefault.
 	HistoryAge time.Duration `yaml:"history_age"`
+	// DeliveryAge: the subscribers' deliveries (changes.subscribers'
+	// actions, with the change record each carries) sent or skipped this
+	// long ago are deleted by the retention pass, except while a later
+	// delivery of their resource is unsettled. A change record the feeder
+	// reads again after its delivery is deleted is delivered again, so it
+	// must be longer than the feeder's group can rewind (Kafka forgets an
+	// empty group's offsets after offsets.retention.minutes, 7 days by
+	// default; the group then reads the compacted topic from its start);
+	// below DeliveryAgeMin every service but `hookyard dev` refuses to
+	// start. Defaults to DeliveryAgeDefault.
+	DeliveryAge time.Duration `yaml:"delivery_age"`
 }
 
 // Defaults of Retention.
@@ -276,6 +287,10 @@ const (
 	PartitionIntervalDefault = 24 * time.Hour
 	DeadPayloadAgeDefault    = 14 * 24 * time.Hour
 	HistoryAgeDefault        = 90 * 24 * time.Hour
+	DeliveryAgeDefault       = 30 * 24 * time.Hour
+	// DeliveryAgeMin is the floor of a non-zero delivery_age: Kafka's
+	// default offsets.retention.minutes (7 days) and a day of margin.
+	DeliveryAgeMin = 8 * 24 * time.Hour
 	// IdentityAgeDefault outlasts Stripe's 30 days of listed events (the
 	// reconciler's backfill reads them) with margin.
 	IdentityAgeDefault = 35 * 24 * time.Hour
@@ -439,6 +454,9 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	if c.Retention.HistoryAge == 0 {
 		c.Retention.HistoryAge = HistoryAgeDefault
 	}
+	if c.Retention.DeliveryAge == 0 {
+		c.Retention.DeliveryAge = DeliveryAgeDefault
+	}
 	if err := errors.Join(envErrs...); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -575,6 +593,9 @@ func (c *Config) validate(r reads) error {
 	}
 	if c.Retention.IdentityAge < 0 {
 		errs = append(errs, errors.New("config: retention.identity_age must not be negative"))
+	}
+	if c.Retention.DeliveryAge < 0 {
+		errs = append(errs, errors.New("config: retention.delivery_age must not be negative"))
 	}
 	errs = append(errs, c.Ops.validate(r)...)
 	return errors.Join(errs...)

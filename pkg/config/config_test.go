@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -547,6 +548,31 @@ endpoints:
 	require.Equal(t, config.IdentityAgeDefault, c.Retention.IdentityAge)
 	require.Equal(t, config.DeadPayloadAgeDefault, c.Retention.DeadPayloadAge)
 	require.Equal(t, config.PartitionIntervalDefault, c.Retention.PartitionInterval)
+	require.Equal(t, config.DeliveryAgeDefault, c.Retention.DeliveryAge)
+}
+
+// A delivery horizon shorter than the subscriber feeder's group can rewind
+// is refused outside `hookyard dev`, with the reason; a negative one
+// everywhere. Fails if the floor or the sign check goes.
+func TestDeliveryAgeBelowTheFeedersRewindIsRefused(t *testing.T) {
+	t.Parallel()
+	const ep = `
+endpoints:
+  - id: a
+    provider: stripe
+    source_account: acct
+    environment: test
+    secrets: [s]
+`
+	short, err := config.Parse([]byte(ep+"retention:\n  delivery_age: 24h\n"), lookup(nil))
+	require.NoError(t, err, "hookyard dev may shorten it")
+	require.ErrorContains(t, short.CheckService("processor"), "retention.delivery_age 24h0m0s is below 192h0m0s")
+	_, err = config.Parse([]byte(ep+"retention:\n  delivery_age: -1h\n"), lookup(nil))
+	require.ErrorContains(t, err, "retention.delivery_age must not be negative")
+	ok, err := config.Parse([]byte(ep+"retention:\n  delivery_age: 240h\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, 240*time.Hour, ok.Retention.DeliveryAge)
+	require.NotContains(t, fmt.Sprint(ok.CheckService("processor")), "delivery_age")
 }
 
 // Declared effects are read with their causes, a url_env's variable wins

@@ -202,5 +202,9 @@ func (c *Config) CheckService(service string) error {
 		errs = append(errs, fmt.Errorf("config: retention.identity_age %s is below %s: providers redeliver for up to 3 days, "+
 			"and an event redelivered after its identity is forgotten is taken as new", rt.IdentityAge, IdentityAgeMin))
 	}
+	if rt := c.Retention; rt.DeliveryAge != 0 && rt.DeliveryAge < DeliveryAgeMin {
+		errs = append(errs, fmt.Errorf("config: retention.delivery_age %s is below %s: a change the subscriber feeder reads again "+
+			"(its group's offsets forgotten by Kafka) after its delivery is deleted is delivered again", rt.DeliveryAge, DeliveryAgeMin))
+	}
 	return errors.Join(errs...)
 }

@@ -88,18 +88,23 @@ WITH RECURSIVE walk AS (
 ), ins AS (
     INSERT INTO outbox (message_key, message, topic)
     SELECT concat_ws('/', u.provider, u.source_account, u.environment, u.resource_type, u.resource_id),
-        json_build_object(
-        'provider', u.provider, 'source_account', u.source_account, 'environment', u.environment,
-        'resource_type', u.resource_type, 'resource_id', u.resource_id,
-        'decision', '` + Current + `', 'event_id', u.source_event_id, 'fence_generation', u.fence_generation,
-        'provider_version', u.provider_version, 'fetch_seq', u.fetch_seq, 'fetched_at', u.fetched_at,
-        'status', coalesce(u.status, ''), 'deleted', u.deleted, 'state', u.state,
-        'changed_at', u.updated_at)::text, $7::text
+        ` + storedChangeJSON + `, $7::text
     FROM batch u
     ORDER BY u.provider, u.source_account, u.environment, u.resource_type, u.resource_id
 )
 SELECT provider, source_account, environment, resource_type, resource_id, (SELECT count(*) FROM batch) FROM batch
 ORDER BY provider DESC, source_account DESC, environment DESC, resource_type DESC, resource_id DESC LIMIT 1`
+
+// storedChangeJSON is the change record (decision Current) of the stored
+// projection row u: what Republish and an erasure (QueueErasedChanges)
+// publish.
+const storedChangeJSON = `json_build_object(
+        'provider', u.provider, 'source_account', u.source_account, 'environment', u.environment,
+        'resource_type', u.resource_type, 'resource_id', u.resource_id,
+        'decision', '` + Current + `', 'event_id', u.source_event_id, 'fence_generation', u.fence_generation,
+        'provider_version', u.provider_version, 'fetch_seq', u.fetch_seq, 'fetched_at', u.fetched_at,
+        'status', coalesce(u.status, ''), 'deleted', u.deleted, 'state', u.state,
+        'changed_at', u.updated_at)::text`
 
 // RepublishBatchDefault is how many projections Republish queues per
 // statement (and transaction).

@@ -70,3 +70,53 @@ func Erase(ctx context.Context, tx pgx.Tx, provider, account, env string, resour
 	}
 	return e, nil
 }
+
+// erasedChangesSQL queues, for topic $5, a change record (decision
+// Current) of every projection an erasure selects, as stored after it: the
+// state emptied, identity, version and status kept. On the compacted
+// changes topic the record has the resource's key, so once published it
+// is the key's latest record and compaction drops the earlier ones, which
+// carried the personal data. It locks the rows (FOR SHARE, after the
+// erasure's own update in the same transaction): a write of the resource
+// committed before shows in the record, or waits, and its own record gets
+// a later outbox id, so the resource's records stay in write order. A
+// repeated erasure publishes again: a topic written before erasures
+// published is brought up to date too.
+const erasedChangesSQL = `
+WITH u AS MATERIALIZED (
+    SELECT provider, source_account, environment, resource_type, resource_id, provider_version,
+        state, status, deleted, source_event_id, fence_generation, fetch_seq, fetched_at, updated_at
+    FROM projection
+    WHERE ($1 = '' OR provider = $1) AND source_account = $2 AND ($3 = '' OR environment = $3)
+      AND (cardinality($4::text[]) = 0 OR resource_id = ANY($4::text[]))
+    FOR SHARE
+), ins AS (
+    INSERT INTO outbox (message_key, message, topic)
+    SELECT concat_ws('/', u.provider, u.source_account, u.environment, u.resource_type, u.resource_id),
+        ` + storedChangeJSON + `, $5::text
+    FROM u
+    ORDER BY u.provider, u.source_account, u.environment, u.resource_type, u.resource_id
+    RETURNING 1
+)
+SELECT count(*) FROM ins`
+
+// QueueErasedChanges queues in tx, after Erase, the change record of every
+// projection the erasure selected (of account, provider and environment,
+// "" for any; of resourceIDs when some are given) for the changes topic,
+// and says how many. topic "" queues nothing.
+func QueueErasedChanges(ctx context.Context, tx pgx.Tx, provider, account, env string, resourceIDs []string, topic string) (int64, error) {
+	if account == "" {
+		return 0, fmt.Errorf("publish erased projections: an account is required")
+	}
+	if topic == "" {
+		return 0, nil
+	}
+	if resourceIDs == nil {
+		resourceIDs = []string{}
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, erasedChangesSQL, provider, account, env, resourceIDs, topic).Scan(&n); err != nil {
+		return 0, fmt.Errorf("publish erased projections of %s: %w", account, err)
+	}
+	return n, nil
+}

@@ -2,15 +2,18 @@
 // time-partitioned tables (webhook_inbox_body, projection_history,
 // ops_audit) covered ahead of now, drops whole partitions behind their
 // horizons, forgets event identities past
-// retention.identity_age, and empties the legacy body columns of rows
+// retention.identity_age, deletes subscribers' deliveries settled before
+// retention.delivery_age, and empties the legacy body columns of rows
 // received before bodies moved to partitions. The reconciler runs it every
 // round, `hookyard retention` once; every service creates partitions ahead
 // at start (Ensure).
 //
 // It owns no table: each owner package says what its table keeps and how
-// (pkg/inbox for the ledger and the bodies). It must never forget an
-// identity younger than identity_age nor drop a body an unfinished event
-// still needs (the inbox moves those before a drop).
+// (pkg/inbox for the ledger and the bodies, pkg/action for the
+// deliveries). It must never forget an identity younger than identity_age
+// nor drop a body an unfinished event still needs (the inbox moves those
+// before a drop), nor delete a delivery that is not settled or that a
+// later unsettled delivery of its resource still needs.
 package retention
 
 import (
@@ -23,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookyard/hookyard/pkg/action"
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/ops/audit"
 	"github.com/hookyard/hookyard/pkg/partition"
@@ -49,6 +53,10 @@ type Policy struct {
 	// AuditAge: ops_audit partitions (AuditIntervals × PartitionInterval
 	// wide) whose range ended this long ago are dropped. Zero keeps them.
 	AuditAge time.Duration
+	// DeliveryAge: subscribers' deliveries sent or skipped this long ago
+	// are deleted, bodies with them (action.ForgetDeliveries). Zero keeps
+	// them.
+	DeliveryAge time.Duration
 }
 
 // AuditIntervals is how many partition intervals one ops_audit partition
@@ -56,7 +64,8 @@ type Policy struct {
 // partition a month keeps their number small.
 const AuditIntervals = 30
 
-// ForgetBatch is how many ledger rows one statement forgets.
+// ForgetBatch is how many ledger rows (or deliveries) one statement
+// forgets.
 const ForgetBatch = 1000
 
 // Report is what one pass did.
@@ -64,6 +73,8 @@ type Report struct {
 	Partitions   []partition.Change `json:"partitions"`
 	Forgotten    int64              `json:"identities_forgotten"`
 	LegacyPurged int64              `json:"legacy_payloads_purged"`
+	// DeliveriesForgotten is how many subscriber deliveries were deleted.
+	DeliveriesForgotten int64 `json:"deliveries_forgotten"`
 }
 
 // Maintainer returns the partition maintainer of p's tables; now is the
@@ -94,6 +105,10 @@ func Run(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, p Policy, no
 	}
 	if p.IdentityAge > 0 {
 		rep.Forgotten, err = inbox.ForgetIdentities(ctx, pool, now.Add(-p.IdentityAge), now.Add(-max(p.IdentityAge, p.DeadPayloadAge)), ForgetBatch)
+		errs = append(errs, err)
+	}
+	if p.DeliveryAge > 0 {
+		rep.DeliveriesForgotten, err = action.ForgetDeliveries(ctx, pool, now.Add(-p.DeliveryAge), ForgetBatch)
 		errs = append(errs, err)
 	}
 	if p.PayloadAge > 0 {

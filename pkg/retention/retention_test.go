@@ -260,3 +260,33 @@ VALUES ('stripe', 'a', 'test', 'subscription', 'sub_1', 'applied', $1)`, *hist[1
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM ops_audit`))
 	exec(t, pool, `SELECT nextval('projection_history_id_seq')`) // the sequence outlived the legacy table
 }
+
+// The pass deletes the subscribers' deliveries settled before
+// retention.delivery_age and reports them; a young one, an unsettled one
+// and a receipt stay, and with no delivery_age nothing goes. Fails if Run
+// does not call the deliveries' retention or reports it wrong.
+func TestPassForgetsDeliveriesSettledBeforeDeliveryAge(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.New(t).Pool
+	exec(t, pool, `
+INSERT INTO action (provider, source_account, environment, subject_id, kind, event_id, status, done_at, body, order_key, order_seq)
+VALUES ('stripe', 'a', 'test', 'subscription/sub_1@v1', 'change:billing', 'e', 'sent', now() - interval '40 days', '{}', 'subscription/sub_1', 1),
+       ('stripe', 'a', 'test', 'subscription/sub_2@v1', 'change:billing', 'e', 'skipped', now() - interval '40 days', '{}', 'subscription/sub_2', 2),
+       ('stripe', 'a', 'test', 'subscription/sub_3@v1', 'change:billing', 'e', 'sent', now() - interval '2 days', '{}', 'subscription/sub_3', 3),
+       ('stripe', 'a', 'test', 'subscription/sub_4@v1', 'change:billing', 'e', 'dead', now() - interval '40 days', '{}', 'subscription/sub_4', 4),
+       ('stripe', 'a', 'test', 'in_1', 'receipt', 'e', 'sent', now() - interval '40 days', NULL, NULL, NULL)`)
+	p := retention.Policy{PartitionInterval: 24 * time.Hour}
+	rep, err := retention.Run(t.Context(), pool, nil, p, time.Now())
+	require.NoError(t, err)
+	require.Zero(t, rep.DeliveriesForgotten)
+	require.Equal(t, 5, count(t, pool, `SELECT count(*) FROM action`), "no delivery_age: kept")
+	p.DeliveryAge = 30 * 24 * time.Hour
+	rep, err = retention.Run(t.Context(), pool, nil, p, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, rep.DeliveriesForgotten)
+	rows, err := pool.Query(t.Context(), `SELECT subject_id FROM action ORDER BY subject_id`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"in_1", "subscription/sub_3@v1", "subscription/sub_4@v1"}, left)
+}

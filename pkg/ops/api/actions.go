@@ -21,6 +21,8 @@ type actionsRequest struct {
 	Kind        string `json:"kind"`
 	Since       string `json:"since"`
 	Limit       int    `json:"limit"`
+	// Reason says why an action is skipped (POST /v1/actions/skip).
+	Reason string `json:"reason"`
 }
 
 func (r actionsRequest) filter(status string) (action.Filter, error) {
@@ -121,4 +123,37 @@ func (a *api) replayActions(c echo.Context) error {
 		return auditFailed(c)
 	}
 	return c.JSON(http.StatusAccepted, map[string]any{"replayed": n})
+}
+
+// skipAction: POST /v1/actions/skip with one dead action's key and a
+// reason: the action becomes skipped (never sent), and the later actions of
+// its stream go out. Only a dead action is skipped (409 otherwise).
+func (a *api) skipAction(c echo.Context) error {
+	var req actionsRequest
+	if err := decodeBody(c, &req); err != nil {
+		return fail(c, http.StatusBadRequest, "bad_body", "body must be JSON: an action's provider, account, environment, subject and kind, and a reason: "+err.Error())
+	}
+	if req.Provider == "" || req.Account == "" || req.Environment == "" || req.Subject == "" || req.Kind == "" {
+		return fail(c, http.StatusBadRequest, "bad_key", "skip needs one action's provider, account, environment, subject and kind")
+	}
+	if req.Since != "" || req.Limit != 0 {
+		return fail(c, http.StatusBadRequest, "bad_key", "skip takes one action's key, no filters")
+	}
+	k := action.Key{Provider: req.Provider, SourceAccount: req.Account, Environment: req.Environment, SubjectID: req.Subject, Kind: req.Kind}
+	err := action.Skip(c.Request().Context(), a.pool, k, req.Reason)
+	switch {
+	case errors.Is(err, action.ErrNotFound):
+		return fail(c, http.StatusNotFound, "not_found", "no such action")
+	case errors.Is(err, action.ErrNotDead):
+		return fail(c, http.StatusConflict, "not_dead", err.Error()+"; only dead actions are skipped")
+	case err != nil:
+		return a.internal(c, err)
+	}
+	a.log.Info("dead action skipped", slog.String("key", k.String()))
+	target := map[string]any{"provider": k.Provider, "account": k.SourceAccount, "environment": k.Environment,
+		"subject": k.SubjectID, "kind": k.Kind, "reason": req.Reason}
+	if err := a.record(c, audit.ActionSkipAction, target, 1); err != nil {
+		return auditFailed(c)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"skipped": 1})
 }

@@ -92,3 +92,37 @@ func TestActionsListedShownAndReplayedOverTheAPI(t *testing.T) {
 		"an invoice with a receipt is explained, though it has no events of its own")
 	require.Len(t, tl.Actions, 1)
 }
+
+// A dead action is skipped over the API with the operate scope, audited
+// with its reason; anything not dead is refused (409) and a skipped one is
+// not replayed. Fails if the route is missing or skips what is not dead.
+func TestDeadActionSkippedOverTheAPIAndAudited(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	seedActions(t, s.Pool)
+	srv := httptest.NewServer(api.New(s.Pool, pipelinetest.Logger(t), api.Config{Token: token}))
+	t.Cleanup(srv.Close)
+	key := func(sub string) map[string]any {
+		return map[string]any{"provider": "stripe", "account": "acct_a", "environment": "test", "subject": sub, "kind": "receipt",
+			"reason": "customer refunded by hand"}
+	}
+	require.Equal(t, http.StatusUnauthorized, send(t, http.MethodPost, srv.URL+"/v1/actions/skip", "", key("in_dead"), nil))
+	require.Equal(t, http.StatusConflict, send(t, http.MethodPost, srv.URL+"/v1/actions/skip", token, key("in_pending"), nil))
+	require.Equal(t, http.StatusConflict, send(t, http.MethodPost, srv.URL+"/v1/actions/skip", token, key("in_sent"), nil))
+	require.Equal(t, http.StatusNotFound, send(t, http.MethodPost, srv.URL+"/v1/actions/skip", token, key("in_x"), nil))
+	require.Equal(t, http.StatusBadRequest, send(t, http.MethodPost, srv.URL+"/v1/actions/skip", token, map[string]any{"kind": "receipt"}, nil))
+	var out struct {
+		Skipped int `json:"skipped"`
+	}
+	require.Equal(t, http.StatusOK, send(t, http.MethodPost, srv.URL+"/v1/actions/skip", token, key("in_dead"), &out))
+	require.Equal(t, 1, out.Skipped)
+	var sh action.Shown
+	require.Equal(t, http.StatusOK, send(t, http.MethodGet, srv.URL+"/v1/actions/stripe/acct_a/test/in_dead/receipt", token, nil, &sh))
+	require.Equal(t, action.StatusSkipped, sh.Action.Status)
+	require.Equal(t, http.StatusConflict, send(t, http.MethodPost, srv.URL+"/v1/actions/replay", token, key("in_dead"), nil),
+		"a skipped action is never replayed")
+	var reason string
+	require.NoError(t, s.Pool.QueryRow(context.Background(),
+		`SELECT target->>'reason' FROM ops_audit WHERE action = 'skip_action' AND actor = 'OPS_TOKEN' AND target->>'subject' = 'in_dead'`).Scan(&reason))
+	require.Equal(t, "customer refunded by hand", reason)
+}

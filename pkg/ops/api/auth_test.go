@@ -69,6 +69,7 @@ var routeScopes = map[string]api.Scope{
 	"POST /v1/replay/partition": api.ScopeOperate,
 	"POST /v1/dead/replay":      api.ScopeOperate,
 	"POST /v1/actions/replay":   api.ScopeOperate,
+	"POST /v1/actions/skip":     api.ScopeOperate,
 	"POST /v1/erase":            api.ScopeOperate,
 }
 

@@ -35,6 +35,12 @@ type Erased struct {
 	Rows map[string]int64 `json:"rows"`
 	// Total is the sum of Rows, the audit record's rows.
 	Total int64 `json:"total"`
+	// Changes is how many change records (one per projection erased, its
+	// emptied state under its key) were queued for the changes topic, in
+	// the erasure's transaction: once published they are each key's latest
+	// record, and compaction drops the earlier ones, which held the
+	// personal data. 0 without a changes topic.
+	Changes int64 `json:"changes_published"`
 }
 
 // Erase removes, in one transaction, the personal data of r's account (or
@@ -51,12 +57,18 @@ type Erased struct {
 //   - action: unsent ones dead, last errors gone, subscribers' deliveries
 //     without their bodies (action.Erase);
 //   - projection: state emptied; projection_history: detail;
-//     reconcile_divergence, reconcile_listed: deleted (projection.Erase).
+//     reconcile_divergence, reconcile_listed: deleted (projection.Erase);
+//   - the compacted changes topic (changesTopic): a change record of each
+//     erased projection, with its emptied state, queued in the outbox
+//     (projection.QueueErasedChanges) after the erasure's own deletions
+//     there; the relay publishes it, and compaction then drops the
+//     resource's earlier records. Consumers that read those records
+//     before keep their copies: tell them.
 //
 // A provider that still has the customer sends its data again with its
 // next event, and a reconcile check fetches it again: erase it at the
 // provider first, or remove the endpoint.
-func Erase(ctx context.Context, pool *pgxpool.Pool, actor string, r EraseRequest) (Erased, error) {
+func Erase(ctx context.Context, pool *pgxpool.Pool, actor string, r EraseRequest, changesTopic string) (Erased, error) {
 	out := Erased{Request: r, Rows: map[string]int64{}}
 	if strings.TrimSpace(r.Account) == "" {
 		return out, fmt.Errorf("erase: an account is required")
@@ -87,6 +99,9 @@ func Erase(ctx context.Context, pool *pgxpool.Pool, actor string, r EraseRequest
 		}
 		out.Rows["projection"], out.Rows["projection_history"] = p.Projections, p.History
 		out.Rows["reconcile_divergence"], out.Rows["reconcile_listed"] = p.Divergences, p.Listed
+		if out.Changes, err = projection.QueueErasedChanges(ctx, tx, r.Provider, r.Account, r.Environment, ids, changesTopic); err != nil {
+			return err
+		}
 		out.Total = 0
 		for _, n := range out.Rows {
 			out.Total += n
@@ -113,10 +128,11 @@ func (a *api) erase(c echo.Context) error {
 			return fail(c, http.StatusBadRequest, "bad_resource", "resources must not hold an empty id")
 		}
 	}
-	out, err := Erase(c.Request().Context(), a.pool, PrincipalOf(c).Name, req)
+	out, err := Erase(c.Request().Context(), a.pool, PrincipalOf(c).Name, req, a.cfg.ChangesTopic)
 	if err != nil {
 		return a.internal(c, err)
 	}
-	a.log.Info("personal data erased", slog.String("account", req.Account), slog.Int64("rows", out.Total))
+	a.log.Info("personal data erased", slog.String("account", req.Account), slog.Int64("rows", out.Total),
+		slog.Int64("changes_published", out.Changes))
 	return c.JSON(http.StatusOK, out)
 }

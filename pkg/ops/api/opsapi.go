@@ -62,6 +62,10 @@ type Config struct {
 	// Topic is the events topic partition replays read. Required with
 	// Brokers.
 	Topic string
+	// ChangesTopic is the compacted changes topic an erasure publishes the
+	// erased projections' records to (POST /v1/erase). Defaults to none:
+	// no record is published.
+	ChangesTopic string
 	// ActionsWaiting says, per action kind, why actions of that kind are
 	// not being sent (no receipt URL configured), for explain and
 	// GET /v1/actions/... Defaults to none.
@@ -120,6 +124,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) *echo.Echo {
 	v1.POST("/replay/partition", a.replayPartition, operate)
 	v1.POST("/dead/replay", a.replayDeadMatching, operate)
 	v1.POST("/actions/replay", a.replayActions, operate)
+	v1.POST("/actions/skip", a.skipAction, operate)
 	v1.POST("/erase", a.erase, operate)
 	return e
 }

@@ -22,8 +22,11 @@ const (
 	ActionReplayPartition = "replay_partition"
 	ActionPurge           = "purge"
 	ActionReplayAction    = "replay_action"
-	ActionFenceResize     = "fence_resize"
-	ActionJobCancel       = "job_cancel"
+	// ActionSkipAction: a dead action given up (`hookyard actions skip`,
+	// POST /v1/actions/skip); the target holds the key and the reason.
+	ActionSkipAction  = "skip_action"
+	ActionFenceResize = "fence_resize"
+	ActionJobCancel   = "job_cancel"
 	// ActionErase: an erasure request's personal data removed
 	// (`hookyard erase`, POST /v1/erase); rows is every row changed.
 	ActionErase = "erase"

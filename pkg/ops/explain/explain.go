@@ -6,8 +6,9 @@
 // happened, under the current projection and access decision.
 //
 // Beside the timeline it lists the external actions about the resource (the
-// receipts of a subscription's paid invoices, or an invoice's own), with
-// their status and, for those waiting, why.
+// receipts of a subscription's paid invoices, or an invoice's own), the
+// effects its transitions caused and the deliveries of its changes to
+// subscribers, with their status and, for those waiting, why.
 //
 // It owns no table: it reads events, projections, history, divergences and
 // actions through the packages that own them (inbox, projection, action).
@@ -23,6 +24,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,6 +34,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/inbox"
 	"github.com/hookyard/hookyard/pkg/message"
 	"github.com/hookyard/hookyard/pkg/projection"
+	"github.com/hookyard/hookyard/pkg/subscriber"
 )
 
 // LimitDefault is the default of Options.Limit.
@@ -85,19 +88,35 @@ type Timeline struct {
 	Entries []Entry `json:"timeline"`
 	// Truncated: older entries exist than the ones shown.
 	Truncated bool `json:"truncated"`
-	// Actions are the external effects about the resource, newest first
-	// (up to Limit).
+	// Actions are the external effects about the resource, newest first:
+	// those about its facts (up to Limit), and those its observations
+	// caused — its transitions' effects and its changes' deliveries to
+	// subscribers (up to Limit).
 	Actions []ActionEntry `json:"actions"`
 	// Divergences the reconciler recorded, newest first.
 	Divergences []projection.Divergence `json:"divergences"`
 }
 
-// ActionEntry is an external action and, while it is pending, why it is
-// not being sent when that is known.
+// ActionEntry is an external action, what caused it, and, while it is
+// pending, why it is not being sent when that is known.
 type ActionEntry struct {
 	action.Action
+	// Cause is CauseFact, CauseTransition or CauseChange.
+	Cause   string `json:"cause"`
 	Waiting string `json:"waiting,omitempty"`
 }
+
+// Causes of an ActionEntry.
+const (
+	// CauseFact: an effect of a fact (a paid invoice's receipt).
+	CauseFact = "fact"
+	// CauseTransition: an effect of one of the resource's transitions,
+	// keyed "<type>/<id>@v<version>" (or "@f<fetch seq>").
+	CauseTransition = "transition"
+	// CauseChange: a change of the resource delivered to a subscriber
+	// (kind "change:<subscriber>"), keyed like a transition's effect.
+	CauseChange = "change"
+)
 
 // Entry is one line of a timeline.
 type Entry struct {
@@ -172,18 +191,34 @@ func Build(ctx context.Context, pool *pgxpool.Pool, r message.Resource, opts Opt
 	if err != nil {
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
-	t.Actions = make([]ActionEntry, 0, len(acts))
-	for _, a := range acts {
-		e := ActionEntry{Action: a}
-		if a.Status == action.StatusPending {
-			e.Waiting = opts.ActionsWaiting[a.Kind]
-		}
-		t.Actions = append(t.Actions, e)
+	caused, err := action.CausedBy(ctx, pool, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID, opts.Limit)
+	if err != nil {
+		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
+	t.Actions = make([]ActionEntry, 0, len(acts)+len(caused))
+	for _, a := range acts {
+		t.Actions = append(t.Actions, actionEntry(a, CauseFact, opts))
+	}
+	for _, a := range caused {
+		cause := CauseTransition
+		if strings.HasPrefix(a.Kind, subscriber.KindPrefix) {
+			cause = CauseChange
+		}
+		t.Actions = append(t.Actions, actionEntry(a, cause, opts))
+	}
+	slices.SortStableFunc(t.Actions, func(a, b ActionEntry) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	if t.Divergences, err = projection.Divergences(ctx, pool, r, opts.Limit); err != nil {
 		return t, fmt.Errorf("explain %s: %w", r.Key(), err)
 	}
 	return t, nil
+}
+
+func actionEntry(a action.Action, cause string, opts Options) ActionEntry {
+	e := ActionEntry{Action: a, Cause: cause}
+	if a.Status == action.StatusPending {
+		e.Waiting = opts.ActionsWaiting[a.Kind]
+	}
+	return e
 }
 
 // event is an inbox row as the timeline needs it.

@@ -92,6 +92,15 @@ func (t Timeline) WriteText(w io.Writer) error {
 	return t.writeActions(w)
 }
 
+// observation is what follows the last "@" of a transition's subject: the
+// version (v3), fetch sequence number (f12), or both.
+func observation(subject string) string {
+	if i := strings.LastIndexByte(subject, '@'); i >= 0 {
+		return subject[i+1:]
+	}
+	return subject
+}
+
 // writeActions lists the external actions about the resource, newest first.
 func (t Timeline) writeActions(w io.Writer) error {
 	if len(t.Actions) == 0 {
@@ -117,6 +126,9 @@ func (t Timeline) writeActions(w io.Writer) error {
 		}
 		if a.LastError != "" {
 			parts = append(parts, "last error: "+a.LastError)
+		}
+		if a.Cause == CauseTransition || a.Cause == CauseChange {
+			parts = append([]string{"caused by " + a.Cause + " " + observation(a.SubjectID)}, parts...)
 		}
 		row(tw, a.Kind+" "+a.SubjectID, a.Status, a.IdempotencyKey, strings.Join(parts, " · "))
 	}
