@@ -260,11 +260,11 @@ func TestOperatorRetriesARetryingEventNowInABrowser(t *testing.T) {
 	screenshot(t, ctx, "retrying.png")
 
 	// A filter that matches nothing, then the one event's type.
-	run(t, ctx,
-		chromedp.SendKeys(chromedp.CSS(`form.filters input[name="type"]`), "no.such.type"),
-		chromedp.Submit(chromedp.CSS(`form.filters input[name="type"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#retrying")),
-	)
+	// The submit waits for the filtered page's response (navigate): the
+	// list is on both pages, so waiting for it could read the old one.
+	run(t, ctx, chromedp.SendKeys(chromedp.CSS(`form.filters input[name="type"]`), "no.such.type"))
+	navigate(t, ctx, chromedp.Submit(chromedp.CSS(`form.filters input[name="type"]`)))
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("#retrying")))
 	require.Contains(t, text(t, ctx, "#retrying"), "no retrying events")
 	run(t, ctx,
 		chromedp.Navigate(b.url+"/console/retrying?type="+typeHint),
