@@ -275,12 +275,15 @@ func (b *bench) retentionYAML(s *storageSide, horizon, interval time.Duration, p
 	}
 	if s.newKeys {
 		// The keys of the partitioned layout: whole partitions of interval
-		// go once they are behind the horizon, and identities too: `hookyard
-		// dev` may shorten identity_age below the floor every service
-		// keeps (config.IdentityAgeMin), so the ledger's size settles within
-		// the run as well.
-		fmt.Fprintf(&y, "  partition_interval: %s\n  identity_age: %s\n  history_age: %s\n  dead_payload_age: %s\n",
-			interval, horizon, horizon, horizon)
+		// go once they are behind the horizon. In the soak identities go
+		// too (`hookyard dev` may shorten identity_age below the floor
+		// every service keeps, config.IdentityAgeMin), so the ledger's size
+		// settles within the run as well; elsewhere they are kept, as
+		// today's layout keeps them, and a pass drops bodies only.
+		fmt.Fprintf(&y, "  partition_interval: %s\n  history_age: %s\n  dead_payload_age: %s\n", interval, horizon, horizon)
+		if purge {
+			fmt.Fprintf(&y, "  identity_age: %s\n", horizon)
+		}
 	}
 	// `hookyard dev` runs a round at least every 30 s; shorter if asked.
 	// Each round runs a retention pass; a round every soakRound (not

@@ -257,7 +257,10 @@ func TestStorageBaselineConfigLoadsAndOnlyTheNewSideNamesPartitionKeys(t *testin
 	require.NoError(t, err)
 	require.Equal(t, time.Minute, cfg.Retention.PartitionInterval)
 	require.Equal(t, 3*time.Minute, cfg.Retention.PayloadAge)
-	require.Equal(t, 3*time.Minute, cfg.Retention.IdentityAge, "identities leave at the horizon too (dev allows it)")
+	require.Equal(t, 840*time.Hour, cfg.Retention.IdentityAge, "a pass run by hand drops bodies and keeps identities (the default age), as today's does")
+	soak, err := b.retentionYAML(nw, 3*time.Minute, time.Minute, true)
+	require.NoError(t, err)
+	require.Contains(t, soak, "identity_age: 3m0s", "in the soak identities leave at the horizon too (dev allows it)")
 	own := filepath.Join(dir, "own.yaml")
 	require.NoError(t, os.WriteFile(own, []byte("retention:\n  payload_age: 1h\n"), 0o600))
 	b.opts.storageNewConfig = own
