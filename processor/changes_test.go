@@ -302,3 +302,35 @@ func TestFencedOutWorkerPublishesNoChange(t *testing.T) {
 	require.Zero(t, queued, "a fenced-out worker's write queued a change")
 	require.Empty(t, byKey(changes(t, p))[res.Key()], "a fenced-out worker's write was published")
 }
+
+// With the change stream off (changes.publish: false makes the processor's
+// ChangesTopic empty) an applied write queues no change record: the outbox
+// only ever holds the events' own rows, and the changes topic stays empty.
+// Fails if the projection's write queues its change record whatever the
+// topic.
+func TestChangeStreamOffWritesNoChangeRecord(t *testing.T) {
+	t.Parallel()
+	p := scNew(t, pipelinetest.Options{Processor: func(c *processor.Config) { c.ChangesTopic = "" }})
+	// Every outbox row that names a topic of its own is noted as it is
+	// inserted: the relay takes rows out within milliseconds.
+	for _, q := range []string{
+		`CREATE TABLE seen_change (id bigint)`,
+		`CREATE FUNCTION note_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO seen_change VALUES (NEW.id); RETURN NEW; END $$`,
+		`CREATE TRIGGER note_change AFTER INSERT ON outbox FOR EACH ROW WHEN (NEW.topic IS NOT NULL) EXECUTE FUNCTION note_change()`,
+	} {
+		_, err := p.Pool.Exec(t.Context(), q)
+		require.NoError(t, err, q)
+	}
+	r := scCBRes("sub_cs_off")
+	now := time.Now().Unix()
+	scPostCB(t, p, scCBEvent("ev_off_1", "subscription_changed", r.ID, "active", 1, now))
+	scPostCB(t, p, scCBEvent("ev_off_2", "subscription_changed", r.ID, "cancelled", 2, now+1))
+	p.WaitIdle()
+	h := scHistory(t, p, r)
+	require.Equal(t, projection.Applied, scHistoryOf(h, "ev_off_2")[0].Outcome, "the writes were applied")
+	var rows int
+	require.NoError(t, p.Pool.QueryRow(t.Context(), `SELECT count(*) FROM seen_change`).Scan(&rows))
+	require.Zero(t, rows)
+	require.Empty(t, changes(t, p), "nothing on the changes topic")
+}

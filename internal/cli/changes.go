@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +50,9 @@ func changesCmd(ctx context.Context, e *env, args []string, stdout io.Writer) er
 	fromStart := fs.Bool("from-beginning", false, "read the topic from its start (every projection, then what follows)")
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return usageErr("%s%s", changesUsage, errSuffix(err))
+	}
+	if e.cfg.Kafka.ChangesTopic == "" {
+		return errNoChangeStream
 	}
 	return tailChanges(ctx, brokers(e.cfg), e.cfg.Kafka.ChangesTopic, f, *fromStart, stdout, e.log)
 }
@@ -112,6 +116,9 @@ func republishChanges(ctx context.Context, e *env, args []string, stdout io.Writ
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *batch <= 0 {
 		return usageErr("changes republish [-batch N]%s", errSuffix(err))
 	}
+	if e.cfg.Kafka.ChangesTopic == "" {
+		return errNoChangeStream
+	}
 	if e.pool == nil {
 		pool, err := openDB(ctx, e.cfg, e.log, 2)
 		if err != nil {
@@ -128,3 +135,6 @@ func republishChanges(ctx context.Context, e *env, args []string, stdout io.Writ
 	}
 	return printJSON(stdout, map[string]any{"queued": n, "topic": e.cfg.Kafka.ChangesTopic})
 }
+
+// errNoChangeStream: the config turned the change stream off.
+var errNoChangeStream = errors.New("changes: the change stream is off (changes.publish: false); nothing is written to a changes topic")

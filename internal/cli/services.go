@@ -139,6 +139,9 @@ func ensureTopic(ctx context.Context, cfg *config.Config, seeds []string) error 
 	if _, err = topic.Ensure(ctx, cl, cfg.Kafka.Topic, cfg.Kafka.Partitions, cfg.Kafka.Replication); err != nil {
 		return err
 	}
+	if cfg.Kafka.ChangesTopic == "" { // changes.publish: false
+		return nil
+	}
 	_, err = topic.EnsureCompacted(ctx, cl, cfg.Kafka.ChangesTopic, cfg.Kafka.Partitions, cfg.Kafka.Replication)
 	return err
 }
@@ -347,8 +350,10 @@ func runDev(ctx context.Context, e *env, simAddr string) error {
 			return fmt.Errorf("start embedded kafka on %s: %w", config.KafkaAddrDefault, err)
 		}
 		defer cluster.Close()
-		if err := cluster.CreateTopic(e.cfg.Kafka.ChangesTopic, e.cfg.Kafka.Partitions, map[string]string{"cleanup.policy": "compact"}); err != nil {
-			return fmt.Errorf("create topic %s on the embedded kafka: %w", e.cfg.Kafka.ChangesTopic, err)
+		if ct := e.cfg.Kafka.ChangesTopic; ct != "" {
+			if err := cluster.CreateTopic(ct, e.cfg.Kafka.Partitions, map[string]string{"cleanup.policy": "compact"}); err != nil {
+				return fmt.Errorf("create topic %s on the embedded kafka: %w", ct, err)
+			}
 		}
 		seeds = cluster.ListenAddrs()
 		e.log.InfoContext(ctx, "embedded kafka", slog.Any("addrs", seeds), slog.String("topic", e.cfg.Kafka.Topic),

@@ -220,6 +220,14 @@ type Effects struct {
 
 // Changes configures what leaves the changes topic besides Kafka.
 type Changes struct {
+	// Publish: every applied change of a projection is written, in the
+	// projection's own statement, to the outbox and published to
+	// kafka.changes_topic. false turns the change stream off (no change
+	// record is written or published, the changes topic is not created,
+	// and subscribers are refused): a deployment whose teams do not read
+	// the stream saves a row per applied change (about a third of
+	// Postgres's work per event). Defaults to true.
+	Publish *bool `yaml:"publish"`
 	// Subscribers receive every change they take as a Standard Webhooks
 	// POST, signed with their key (subscriber.Subscriber: name, url or
 	// url_env, secret_env, types, accounts), through the effects sender:
@@ -433,6 +441,10 @@ func ParseService(raw []byte, lookup func(string) (string, bool), service string
 	}
 	c.Kafka.Topic = cmp.Or(c.Kafka.Topic, TopicDefault)
 	c.Kafka.ChangesTopic = cmp.Or(c.Kafka.ChangesTopic, ChangesTopicDefault)
+	if !c.Changes.Publishing() {
+		// Every component reads "no changes topic" as "no change stream".
+		c.Kafka.ChangesTopic = ""
+	}
 	c.Kafka.Partitions = cmp.Or(c.Kafka.Partitions, PartitionsDefault)
 	c.Kafka.Replication = cmp.Or(c.Kafka.Replication, -1)
 	c.Kafka.Group = cmp.Or(c.Kafka.Group, "hookyard-processor")
@@ -546,6 +558,9 @@ func (c *Config) validate(r reads) error {
 	if c.Effects.Timeout < 0 || c.Effects.PollInterval < 0 || c.Effects.BackoffBase < 0 || c.Effects.BackoffMax < 0 {
 		errs = append(errs, errors.New("config: effects.timeout, poll_interval, backoff_base and backoff_max must not be negative"))
 	}
+	if !c.Changes.Publishing() && len(c.Changes.Subscribers) > 0 {
+		errs = append(errs, errors.New("config: changes.subscribers receive the change stream, which changes.publish: false turns off"))
+	}
 	if c.Effects.BatchSize < 0 || c.Effects.MaxAttempts < 0 {
 		errs = append(errs, errors.New("config: effects.batch_size and max_attempts must not be negative"))
 	}
@@ -603,3 +618,7 @@ func (c *Config) validate(r reads) error {
 
 // StripeBase returns the Stripe API base URL, or def when STRIPE_API_BASE is unset.
 func (c *Config) StripeBase(def string) string { return cmp.Or(c.StripeAPIBase, def) }
+
+// Publishing says whether the change stream is on (changes.publish, true
+// unless set false).
+func (c Changes) Publishing() bool { return c.Publish == nil || *c.Publish }

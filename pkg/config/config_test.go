@@ -759,3 +759,19 @@ func TestSubscriberKeysAreAskedOnlyOfServicesThatSign(t *testing.T) {
 		require.ErrorContains(t, err, "secret from BILLING_SECRET: empty", svc)
 	}
 }
+
+// changes.publish: false turns the change stream off for every component
+// (an empty changes topic), and refuses subscribers, who would receive
+// nothing.
+func TestChangeStreamCanBeTurnedOffAndThenRefusesSubscribers(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse([]byte("kafka:\n  topic: t\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.ChangesTopicDefault, c.Kafka.ChangesTopic, "on by default")
+	c, err = config.Parse([]byte("changes:\n  publish: false\n"), lookup(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.Kafka.ChangesTopic)
+	_, err = config.Parse([]byte("changes:\n  publish: false\n  subscribers:\n    - name: billing\n      url: https://billing.internal/changes\n      secret_env: BILLING_SECRET\n"),
+		lookup(map[string]string{"BILLING_SECRET": "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}))
+	require.ErrorContains(t, err, "changes.publish: false")
+}
