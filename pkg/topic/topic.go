@@ -39,7 +39,20 @@ func EnsureCompacted(ctx context.Context, cl *kgo.Client, topic string, partitio
 	if err != nil {
 		return n, err
 	}
-	policy, err := CleanupPolicy(ctx, cl, topic)
+	// A topic just created (here or by another service) is known to the
+	// controller before every broker: the broker that answers a describe
+	// may not host it yet for a moment (UNKNOWN_TOPIC_OR_PARTITION on a
+	// real cluster right after the create). Ask again until it does.
+	wait, cancel := context.WithTimeout(ctx, visibleTimeout)
+	defer cancel()
+	policy, err := CleanupPolicy(wait, cl, topic)
+	for errors.Is(err, kerr.UnknownTopicOrPartition) && wait.Err() == nil {
+		select {
+		case <-wait.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+		policy, err = CleanupPolicy(wait, cl, topic)
+	}
 	if err != nil {
 		return n, err
 	}

@@ -2,12 +2,16 @@ package topic_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookyard/hookyard/internal/testkit/kafkatest"
 	"github.com/hookyard/hookyard/pkg/topic"
@@ -75,4 +79,40 @@ func TestEnsureCompactedCreatesACompactedTopicAndRefusesAnotherPolicy(t *testing
 	require.NoError(t, err)
 	_, err = topic.EnsureCompacted(t.Context(), cl, plain, 1, replication)
 	require.ErrorIs(t, err, topic.ErrNotCompacted)
+}
+
+// A broker that does not host a topic created a moment ago answers its
+// describe with UNKNOWN_TOPIC_OR_PARTITION (a real cluster, right after the
+// create: `make test-kafka` saw it). EnsureCompacted asks again rather than
+// failing the service that created the topic. Here the embedded broker
+// answers the first two describes of the topic's configs that way. Fails if
+// EnsureCompacted gives up at the first such answer.
+func TestEnsureCompactedWaitsForABrokerThatDoesNotHostTheNewTopicYet(t *testing.T) {
+	t.Parallel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	defer c.Close()
+	var refused atomic.Int64
+	c.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if refused.Add(1) > 2 {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.DescribeConfigsRequest)
+		resp := r.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, rr := range r.Resources {
+			res := kmsg.NewDescribeConfigsResponseResource()
+			res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
+			res.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, res)
+		}
+		return resp, nil, true
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	require.NoError(t, err)
+	defer cl.Close()
+	n, err := topic.EnsureCompacted(t.Context(), cl, "hookyard.changes", 3, 1)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Greater(t, refused.Load(), int64(2), "the describe was answered unknown, then asked again")
 }
