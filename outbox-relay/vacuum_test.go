@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 )
 
 // The relay removes the outbox's dead rows itself once they pass its
