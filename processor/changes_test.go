@@ -11,8 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
@@ -36,27 +34,13 @@ type changeRecord struct {
 // by the broker, so the topic's end offsets say how many there are.
 func changes(t *testing.T, p *pipelinetest.Pipeline) []changeRecord {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(p.Kafka.ChangesTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.Kafka.ChangesTopic)
-	require.NoError(t, err)
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
 	var out []changeRecord
-	for int64(len(out)) < want && ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			c, err := message.DecodeChange(r.Value)
-			require.NoError(t, err, "%s", r.Value)
-			require.Equal(t, c.Resource.Key(), string(r.Key), "a change under another key than its resource's")
-			out = append(out, changeRecord{Change: c, key: string(r.Key), partition: r.Partition, offset: r.Offset})
-		})
+	for _, r := range p.ChangeRecords(t) {
+		c, err := message.DecodeChange(r.Value)
+		require.NoError(t, err, "%s", r.Value)
+		require.Equal(t, c.Resource.Key(), string(r.Key), "a change under another key than its resource's")
+		out = append(out, changeRecord{Change: c, key: string(r.Key), partition: r.Partition, offset: r.Offset})
 	}
-	require.Equal(t, want, int64(len(out)), "records on the changes topic")
 	return out
 }
 

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
@@ -222,37 +220,15 @@ func compact(raw json.RawMessage) string {
 // outbox is empty (every record acknowledged), partition by partition.
 func readChanges(t *testing.T, p *pipelinetest.Pipeline) []message.Change {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(p.Kafka.ChangesTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.Kafka.ChangesTopic)
-	require.NoError(t, err)
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	type rec struct {
-		c    message.Change
-		part int32
-		off  int64
+	var out []message.Change
+	for _, r := range p.ChangeRecords(t) {
+		c, err := message.DecodeChange(r.Value)
+		require.NoError(t, err)
+		require.Equal(t, c.Resource.Key(), string(r.Key))
+		out = append(out, c)
 	}
-	var got []rec
-	for int64(len(got)) < want && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			c, err := message.DecodeChange(r.Value)
-			require.NoError(t, err)
-			require.Equal(t, c.Resource.Key(), string(r.Key))
-			got = append(got, rec{c, r.Partition, r.Offset})
-		})
-	}
-	require.Equal(t, want, int64(len(got)))
 	// In the order they were written (changed_at), which per key is the
 	// topic's order.
-	out := make([]message.Change, len(got))
-	for i, r := range got {
-		out[i] = r.c
-	}
 	slices.SortStableFunc(out, func(a, b message.Change) int { return a.ChangedAt.Compare(b.ChangedAt) })
 	return out
 }

@@ -1,16 +1,12 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/fact"
@@ -25,22 +21,9 @@ import (
 // many there are), and returns each record's key and value in topic order.
 func changesTopic(t *testing.T, p *pipelinetest.Pipeline) (keys, values []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka.Brokers...), kgo.ConsumeTopics(p.Kafka.ChangesTopic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, p.Kafka.ChangesTopic)
-	require.NoError(t, err)
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	for int64(len(keys)) < want && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			keys, values = append(keys, string(r.Key)), append(values, string(r.Value))
-		})
+	for _, r := range p.ChangeRecords(t) {
+		keys, values = append(keys, string(r.Key)), append(values, string(r.Value))
 	}
-	require.Equal(t, want, int64(len(keys)), "records on the changes topic")
 	return keys, values
 }
 
