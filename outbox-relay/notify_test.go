@@ -1,0 +1,61 @@
+package outboxrelay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+)
+
+// Only a statement that inserted outbox rows notifies the relays. The
+// processor's projection statements hold an INSERT into the outbox (the
+// change record) that mostly inserts nothing; had each notified, every
+// processor transaction would take, at commit, the lock Postgres holds for
+// notifying transactions until their commit is durable, and commit one at a
+// time behind intake (migration 00045). Fails with a trigger that notifies
+// for every statement.
+func TestOnlyAnInsertOfRowsNotifies(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := t.Context()
+	c, err := s.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer c.Release()
+	listener := c.Hijack()
+	defer listener.Close(context.Background())
+	_, err = listener.Exec(ctx, "LISTEN "+outboxrelay.Channel)
+	require.NoError(t, err)
+	// Tests in other schemas of the database notify the same channel; the
+	// payload names the schema.
+	heard := func(within time.Duration) bool {
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		for {
+			n, err := listener.WaitForNotification(wctx)
+			if err != nil {
+				return false
+			}
+			if n.Payload == s.Name {
+				return true
+			}
+		}
+	}
+
+	exec := func(p *pgxpool.Pool, sql string) {
+		_, err := p.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	// As a projection statement that found nothing to record: an INSERT of
+	// no rows, in a writable CTE and alone.
+	exec(s.Pool, `WITH change AS (INSERT INTO outbox (message_key, message, topic) SELECT 'k', '{}', 'changes' WHERE false RETURNING id) SELECT count(*) FROM change`)
+	exec(s.Pool, `INSERT INTO outbox (message_key, message) SELECT 'k', '{}' WHERE false`)
+	require.False(t, heard(500*time.Millisecond), "an insert of no rows notified")
+
+	exec(s.Pool, `INSERT INTO outbox (message_key, message) VALUES ('k', '{}')`)
+	require.True(t, heard(5*time.Second), "an insert of a row did not notify")
+}
