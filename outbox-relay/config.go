@@ -24,10 +24,11 @@ const (
 	// to answer and its topic to exist, as a processor does.
 	TopicWaitDefault = 2 * time.Minute
 	// VacuumDeadRowsDefault is how many dead rows the outbox may hold
-	// before the relay vacuums it (see vacuum.go).
-	VacuumDeadRowsDefault = 20_000
+	// before the relay vacuums it (see vacuum.go). A vacuum without truncation
+	// of a queue this size takes a few milliseconds.
+	VacuumDeadRowsDefault = 5_000
 	// VacuumCheckIntervalDefault is how often the relay reads them.
-	VacuumCheckIntervalDefault = 5 * time.Second
+	VacuumCheckIntervalDefault = time.Second
 	// ShutdownGrace is how long a stopping relay waits for the broker to
 	// answer records already sent to it.
 	ShutdownGrace = 5 * time.Second

@@ -40,3 +40,50 @@ func TestRelayVacuumsTheOutboxWhenItsDeadRowsPileUp(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the outbox keeps its dead rows")
 	require.Positive(t, metric(t, reg, "hookyard_outbox_vacuums_total"))
 }
+
+// A vacuum of the outbox keeps its empty pages: giving them back takes an
+// ACCESS EXCLUSIVE lock that intake's inserts wait behind, and the queue
+// refills them a moment later. Autovacuum's follows the table's
+// vacuum_truncate (migration 00046); the relay's own says TRUNCATE false:
+// with the table's setting reset, after every row was published and
+// deleted and the relay vacuumed, the table still has its pages. Fails when
+// either truncates.
+func TestVacuumsOfTheOutboxLeaveItsPages(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pages := func(s *dbtest.Schema) int64 {
+		var n int64
+		require.NoError(t, s.Pool.QueryRow(ctx, `SELECT pg_relation_size('outbox') / current_setting('block_size')::int`).Scan(&n))
+		return n
+	}
+	drain := func(s *dbtest.Schema) {
+		fill(t, s, 5000)
+		_, err := s.Pool.Exec(ctx, `DELETE FROM outbox`)
+		require.NoError(t, err)
+	}
+
+	t.Run("autovacuum", func(t *testing.T) {
+		t.Parallel()
+		s := dbtest.New(t)
+		// Whether a vacuum here could truncate depends on the snapshots of
+		// the tests beside it; the table's setting is what autovacuum reads.
+		var opts []string
+		require.NoError(t, s.Pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'outbox'::regclass`).Scan(&opts))
+		require.Contains(t, opts, "vacuum_truncate=false")
+	})
+
+	t.Run("the relay's vacuum", func(t *testing.T) {
+		t.Parallel()
+		s := dbtest.New(t)
+		_, err := s.Pool.Exec(ctx, `ALTER TABLE outbox SET (autovacuum_enabled = false); ALTER TABLE outbox RESET (vacuum_truncate)`)
+		require.NoError(t, err)
+		drain(s)
+		before := pages(s)
+		require.Positive(t, before)
+		reg := prometheus.NewRegistry()
+		start(t, s, nil, outboxrelay.Config{Publisher: &flakyPublisher{acked: map[string]int{}}, NoListen: true, PollInterval: 20 * time.Millisecond,
+			VacuumDeadRows: 1000, VacuumCheckInterval: 50 * time.Millisecond, Registerer: reg})
+		require.Eventually(t, func() bool { return metric(t, reg, "hookyard_outbox_vacuums_total") > 0 }, 30*time.Second, 20*time.Millisecond)
+		require.Equal(t, before, pages(s), "the relay's vacuum truncated the outbox")
+	})
+}
