@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,26 +22,27 @@ import (
 // key's probe is the plan whatever the partition's statistics say, and
 // TestBodyProbesStayProbesWhenAPartitionFillsAfterItsPlan checks it with a
 // cached plan.
-const bodyProbesSQL = `SELECT set_config('enable_seqscan', 'off', true)`
+//
+// The plan is also made for each execution (plan_cache_mode =
+// force_custom_plan): a statement whose partitions are named by a
+// parameter (loadBodiesSQL) is then planned with only those, not all the
+// table's partitions, and a custom plan is made with the statistics of
+// the moment, never a plan cached while a partition was empty.
+const bodyProbesSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`
 
-// probed runs sql in a transaction with bodyProbesSQL set, in one round
-// trip, and hands its rows to read (nil: the statement returns none that
-// matter). It returns the statement's command tag.
+// probed runs sql with bodyProbesSQL set, in one round trip: a batch is one
+// implicit transaction (its statements run until the one Sync that ends it),
+// so the settings hold for sql and end with it. It hands the statement's
+// rows to read (nil: the statement returns none that matter) and returns its
+// command tag.
 func probed(ctx context.Context, pool *pgxpool.Pool, read func(pgx.Rows) error, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
 	b.Queue(bodyProbesSQL)
 	b.Queue(sql, args...)
-	b.Queue("COMMIT")
 	br := pool.SendBatch(ctx, b)
-	// On an error the transaction is left open and the pool closes the
-	// connection when it is released (it never reuses one in a
-	// transaction).
 	defer br.Close()
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return pgconn.CommandTag{}, err
-		}
+	if _, err := br.Exec(); err != nil {
+		return pgconn.CommandTag{}, err
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -59,9 +59,6 @@ func probed(ctx context.Context, pool *pgxpool.Pool, read func(pgx.Rows) error, 
 		return pgconn.CommandTag{}, err
 	}
 	tag := rows.CommandTag()
-	if _, err := br.Exec(); err != nil {
-		return pgconn.CommandTag{}, fmt.Errorf("commit: %w", err)
-	}
 	return tag, br.Close()
 }
 
