@@ -12,14 +12,16 @@ import (
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
 )
 
-// Only a statement that inserted outbox rows notifies the relays. The
-// processor's projection statements hold an INSERT into the outbox (the
-// change record) that mostly inserts nothing; had each notified, every
-// processor transaction would take, at commit, the lock Postgres holds for
-// notifying transactions until their commit is durable, and commit one at a
-// time behind intake (migration 00045). Fails with a trigger that notifies
-// for every statement.
-func TestOnlyAnInsertOfRowsNotifies(t *testing.T) {
+// Only a statement that inserted rows for the events topic notifies the
+// relays. A transaction that notifies takes, at commit, the lock Postgres
+// holds for notifying transactions until their commit is durable; the
+// processor's projection statements hold an INSERT of a change record (that
+// mostly inserts nothing), and had they notified, every processor
+// transaction would have committed in line with intake's (migration 00045).
+// The processor notifies after its commit instead
+// (TestChangeRecordWakesAnIdleRelay). Fails with a trigger that notifies for
+// every statement, or for change records.
+func TestOnlyAnInsertOfEventRowsNotifies(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
 	ctx := t.Context()
@@ -55,7 +57,10 @@ func TestOnlyAnInsertOfRowsNotifies(t *testing.T) {
 	exec(s.Pool, `WITH change AS (INSERT INTO outbox (message_key, message, topic) SELECT 'k', '{}', 'changes' WHERE false RETURNING id) SELECT count(*) FROM change`)
 	exec(s.Pool, `INSERT INTO outbox (message_key, message) SELECT 'k', '{}' WHERE false`)
 	require.False(t, heard(500*time.Millisecond), "an insert of no rows notified")
+	// As a projection statement that recorded a change.
+	exec(s.Pool, `INSERT INTO outbox (message_key, message, topic) VALUES ('k', '{}', 'changes')`)
+	require.False(t, heard(500*time.Millisecond), "a change record notified from its writer's transaction")
 
-	exec(s.Pool, `INSERT INTO outbox (message_key, message) VALUES ('k', '{}')`)
-	require.True(t, heard(5*time.Second), "an insert of a row did not notify")
+	exec(s.Pool, `INSERT INTO outbox (message_key, message, topic) VALUES ('k', '{}', 'changes'), ('k', '{}', NULL)`)
+	require.True(t, heard(5*time.Second), "an insert of an event row did not notify")
 }

@@ -322,6 +322,9 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		}
 		return fmt.Errorf("write batch of %d: %w", len(steps), err)
 	}
+	if w.p.cfg.ChangesTopic != "" && wroteChanges(steps, fetched) {
+		w.p.changesCommitted()
+	}
 	done := w.p.cfg.Now()
 	for _, mk := range marks {
 		w.p.metrics.events.WithLabelValues(mk.Status).Inc()
@@ -537,4 +540,20 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 // died with msg.
 func deadReason(eventID, msg string) string {
 	return "event " + eventID + " dead: " + msg
+}
+
+// wroteChanges says whether a batch's transaction wrote a projection, and so
+// may have queued change records.
+func wroteChanges(steps []*step, fetched map[string]*fetchResult) bool {
+	for _, st := range steps {
+		if st.res.Outcome == projection.Applied {
+			return true
+		}
+	}
+	for _, fr := range fetched {
+		if fr.res.Outcome == projection.Fetched {
+			return true
+		}
+	}
+	return false
 }

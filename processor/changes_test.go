@@ -318,3 +318,25 @@ BEGIN INSERT INTO seen_change VALUES (NEW.id); RETURN NEW; END $$`,
 	require.Zero(t, rows)
 	require.Empty(t, changes(t, p), "nothing on the changes topic")
 }
+
+// A change record reaches the changes topic while the relays sit idle: the
+// outbox's trigger wakes them for intake's rows only, and the processor
+// wakes them after the commit that wrote change records (notify.go), never
+// from inside it. The relay here polls once an hour; the event's row wakes
+// it once, and the change record must follow within seconds. Fails without
+// the processor's notification after its commit.
+func TestChangeRecordWakesAnIdleRelay(t *testing.T) {
+	t.Parallel()
+	p := scNew(t, pipelinetest.Options{Relay: func(c *outboxrelay.Config) { c.PollInterval = time.Hour }})
+	r := scCBRes("sub_cs_wake")
+	now := time.Now().Unix()
+	for i, status := range []string{"active", "non_renewing", "cancelled"} {
+		scPostCB(t, p, scCBEvent(fmt.Sprintf("ev_cs_wake_%d", i), "subscription_changed", r.ID, status, int64(10*(i+1)), now+int64(i)))
+		p.WaitIdle() // the outbox is empty: the change record went out
+	}
+	var got []string
+	for _, c := range byKey(changes(t, p))[r.Key()] {
+		got = append(got, c.Status)
+	}
+	require.Equal(t, []string{"active", "non_renewing", "cancelled"}, got)
+}

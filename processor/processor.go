@@ -46,6 +46,8 @@ type Processor struct {
 	// Ready is closed once the processor joined and checked the topic.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// changes asks notifyLoop to wake the relays (notify.go).
+	changes chan struct{}
 	// owning is what Check reports: true once the current session's
 	// assignment is owned (fences taken, workers started, or nothing to
 	// own); waiting says what the processor waits for until then.
@@ -65,7 +67,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
 	}
 	p := &Processor{pool: pool, log: log.With(slog.String("service", "processor"), slog.String("instance", cfg.InstanceID)),
 		cfg: cfg, metrics: newMetrics(cfg.Registerer), endpoints: map[string]*provider.Endpoint{},
-		workers: map[int32]*worker{}, owned: map[int32]struct{}{}, ready: make(chan struct{})}
+		workers: map[int32]*worker{}, owned: map[int32]struct{}{}, ready: make(chan struct{}), changes: make(chan struct{}, 1)}
 	for i := range cfg.Endpoints {
 		p.endpoints[cfg.Endpoints[i].ID] = &cfg.Endpoints[i]
 	}
@@ -110,6 +112,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.partitions = n
 	go p.retryLoop(ctx)
 	go p.watchPartitions(ctx, admin)
+	go p.notifyLoop(ctx)
 	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n),
 		slog.Duration("retry_window", p.cfg.RetryWindow))
 	if p.cfg.MaxAttempts > 0 {
