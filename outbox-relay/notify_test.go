@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
 	outboxrelay "github.com/hookyard/hookyard/outbox-relay"
+	"github.com/hookyard/hookyard/pkg/outbox"
 )
 
 // Only a statement that inserted rows for the events topic notifies the
@@ -18,9 +20,9 @@ import (
 // processor's projection statements hold an INSERT of a change record (that
 // mostly inserts nothing), and had they notified, every processor
 // transaction would have committed in line with intake's (migration 00045).
-// The processor notifies after its commit instead
+// Intake and the processor notify after their commit instead
 // (TestChangeRecordWakesAnIdleRelay). Fails with a trigger that notifies for
-// every statement, or for change records.
+// every statement, for change records, or in a quiet transaction.
 func TestOnlyAnInsertOfEventRowsNotifies(t *testing.T) {
 	t.Parallel()
 	s := dbtest.New(t)
@@ -57,6 +59,12 @@ func TestOnlyAnInsertOfEventRowsNotifies(t *testing.T) {
 	exec(s.Pool, `WITH change AS (INSERT INTO outbox (message_key, message, topic) SELECT 'k', '{}', 'changes' WHERE false RETURNING id) SELECT count(*) FROM change`)
 	exec(s.Pool, `INSERT INTO outbox (message_key, message) SELECT 'k', '{}' WHERE false`)
 	require.False(t, heard(500*time.Millisecond), "an insert of no rows notified")
+	// As intake, which wakes the relays after its commit (outbox.QuietSQL).
+	b := &pgx.Batch{}
+	b.Queue(outbox.QuietSQL)
+	b.Queue(`INSERT INTO outbox (message_key, message) VALUES ('k', '{}')`)
+	require.NoError(t, s.Pool.SendBatch(ctx, b).Close())
+	require.False(t, heard(500*time.Millisecond), "an insert in a quiet transaction notified")
 	// As a projection statement that recorded a change.
 	exec(s.Pool, `INSERT INTO outbox (message_key, message, topic) VALUES ('k', '{}', 'changes')`)
 	require.False(t, heard(500*time.Millisecond), "a change record notified from its writer's transaction")

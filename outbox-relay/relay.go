@@ -28,10 +28,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookyard/hookyard/pkg/outbox"
 )
 
-// Channel is the LISTEN/NOTIFY channel an outbox insert notifies.
-const Channel = "hookyard_outbox"
+// Channel is the LISTEN/NOTIFY channel that wakes the relays (outbox.Channel).
+const Channel = outbox.Channel
 
 // Relay moves outbox rows to Kafka.
 type Relay struct {

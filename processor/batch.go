@@ -323,7 +323,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		return fmt.Errorf("write batch of %d: %w", len(steps), err)
 	}
 	if w.p.cfg.ChangesTopic != "" && wroteChanges(steps, fetched) {
-		w.p.changesCommitted()
+		w.p.changes.Wake()
 	}
 	done := w.p.cfg.Now()
 	for _, mk := range marks {

@@ -319,12 +319,13 @@ BEGIN INSERT INTO seen_change VALUES (NEW.id); RETURN NEW; END $$`,
 	require.Empty(t, changes(t, p), "nothing on the changes topic")
 }
 
-// A change record reaches the changes topic while the relays sit idle: the
-// outbox's trigger wakes them for intake's rows only, and the processor
-// wakes them after the commit that wrote change records (notify.go), never
-// from inside it. The relay here polls once an hour; the event's row wakes
-// it once, and the change record must follow within seconds. Fails without
-// the processor's notification after its commit.
+// Events and change records reach Kafka while the relays sit idle: the
+// outbox's trigger notifies for neither intake's rows nor change records,
+// and the receiver and the processor wake the relays after the commits
+// that wrote them (package outbox), never from inside them. The relay here
+// polls once an hour, so each event and each change record must be woken
+// for. Fails without the receiver's or the processor's notification after
+// its commit.
 func TestChangeRecordWakesAnIdleRelay(t *testing.T) {
 	t.Parallel()
 	p := scNew(t, pipelinetest.Options{Relay: func(c *outboxrelay.Config) { c.PollInterval = time.Hour }})

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookyard/hookyard/pkg/fence"
+	"github.com/hookyard/hookyard/pkg/outbox"
 	"github.com/hookyard/hookyard/pkg/provider"
 	"github.com/hookyard/hookyard/pkg/topic"
 )
@@ -46,8 +47,9 @@ type Processor struct {
 	// Ready is closed once the processor joined and checked the topic.
 	ready     chan struct{}
 	readyOnce sync.Once
-	// changes asks notifyLoop to wake the relays (notify.go).
-	changes chan struct{}
+	// changes wakes the relays after a commit that wrote change records
+	// (package outbox): those never notify from their transaction.
+	changes *outbox.Notifier
 	// owning is what Check reports: true once the current session's
 	// assignment is owned (fences taken, workers started, or nothing to
 	// own); waiting says what the processor waits for until then.
@@ -67,7 +69,8 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
 	}
 	p := &Processor{pool: pool, log: log.With(slog.String("service", "processor"), slog.String("instance", cfg.InstanceID)),
 		cfg: cfg, metrics: newMetrics(cfg.Registerer), endpoints: map[string]*provider.Endpoint{},
-		workers: map[int32]*worker{}, owned: map[int32]struct{}{}, ready: make(chan struct{}), changes: make(chan struct{}, 1)}
+		workers: map[int32]*worker{}, owned: map[int32]struct{}{}, ready: make(chan struct{})}
+	p.changes = outbox.NewNotifier(pool, p.log)
 	for i := range cfg.Endpoints {
 		p.endpoints[cfg.Endpoints[i].ID] = &cfg.Endpoints[i]
 	}
@@ -112,7 +115,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.partitions = n
 	go p.retryLoop(ctx)
 	go p.watchPartitions(ctx, admin)
-	go p.notifyLoop(ctx)
+	go p.changes.Run(ctx)
 	p.log.InfoContext(ctx, "processor started", slog.String("topic", p.cfg.Topic), slog.Int("partitions", n),
 		slog.Duration("retry_window", p.cfg.RetryWindow))
 	if p.cfg.MaxAttempts > 0 {

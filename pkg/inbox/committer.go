@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/hookyard/hookyard/pkg/outbox"
 	"github.com/hookyard/hookyard/pkg/tracing"
 )
 
@@ -84,6 +87,10 @@ type Committer struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+	// wake tells the relays about committed outbox rows: intake's
+	// statements do not notify from their transactions (package outbox).
+	wake       *outbox.Notifier
+	stopNotify context.CancelFunc
 }
 
 type request struct {
@@ -104,7 +111,12 @@ func NewCommitter(pool *pgxpool.Pool, log *slog.Logger, cfg CommitterConfig) *Co
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Committer{pool: pool, log: log, cfg: cfg, reqs: make(chan *request), stop: make(chan struct{})}
+	c := &Committer{pool: pool, log: log, cfg: cfg, reqs: make(chan *request), stop: make(chan struct{}),
+		wake: outbox.NewNotifier(pool, log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopNotify = cancel
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.wake.Run(ctx) }()
 	for range cfg.Workers {
 		c.wg.Add(1)
 		go c.work()
@@ -114,7 +126,7 @@ func NewCommitter(pool *pgxpool.Pool, log *slog.Logger, cfg CommitterConfig) *Co
 
 // Stop ends the workers after in-flight batches are answered.
 func (c *Committer) Stop() {
-	c.once.Do(func() { close(c.stop) })
+	c.once.Do(func() { close(c.stop); c.stopNotify() })
 	c.wg.Wait()
 }
 
@@ -214,15 +226,15 @@ func (c *Committer) commit(batch []*request) {
 	for i, r := range live {
 		recs[i] = r.rec
 	}
-	results, err := Insert(ctx, c.pool, recs, c.cfg.Now())
+	results, err := c.insert(ctx, recs)
 	if err != nil && rejected(err) {
 		// The database refused one request's data: store the others one
 		// by one, so only that request is affected, and keep that one dead
 		// with its bytes rather than answer 503 to it on every redelivery.
 		for _, r := range live {
-			res, err := Insert(ctx, c.pool, []*Record{r.rec}, c.cfg.Now())
+			res, err := c.insert(ctx, []*Record{r.rec})
 			if err != nil && refusedData(err) && r.rec.Malformed == "" {
-				res, err = Insert(ctx, c.pool, []*Record{r.rec.keptAfter(err)}, c.cfg.Now())
+				res, err = c.insert(ctx, []*Record{r.rec.keptAfter(err)})
 			}
 			if err != nil {
 				r.done <- reply{err: err}
@@ -239,6 +251,16 @@ func (c *Committer) commit(batch []*request) {
 		}
 		r.done <- reply{res: results[i]}
 	}
+}
+
+// insert is Insert with the outbox's trigger quiet, and the relays woken
+// once the statement committed an event for them.
+func (c *Committer) insert(ctx context.Context, recs []*Record) ([]Result, error) {
+	res, err := insert(ctx, c.pool, recs, c.cfg.Now(), true)
+	if err == nil && slices.Contains(res, Accepted) {
+		c.wake.Wake()
+	}
+	return res, err
 }
 
 // rejected reports whether Postgres refused the statement's data (data
@@ -343,6 +365,12 @@ SELECT provider, source_account, environment, event_id FROM ins`
 // transaction) and says for each whether it was new. Copies of one event in
 // the same batch count once: the first is the one stored.
 func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Time) ([]Result, error) {
+	return insert(ctx, pool, recs, now, false)
+}
+
+// insert is Insert; quiet runs outbox.QuietSQL in the statement's
+// transaction, and the caller wakes the relays after it.
+func insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Time, quiet bool) ([]Result, error) {
 	n := len(recs)
 	var (
 		prov, acct, env, eid, epID, etype, rtype, rid = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
@@ -379,7 +407,21 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 			occurred = append(occurred, &t)
 		}
 	}
-	rows, err := pool.Query(ctx, insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, bodies, status, mkey, msgs, lastErr, occurred, outcomes, traceParents)
+	// A batch is one implicit transaction: QuietSQL's setting holds for
+	// the insert and ends with it.
+	b := &pgx.Batch{}
+	if quiet {
+		b.Queue(outbox.QuietSQL)
+	}
+	b.Queue(insertSQL, prov, acct, env, eid, epID, etype, rtype, rid, versions, bodies, status, mkey, msgs, lastErr, occurred, outcomes, traceParents)
+	br := pool.SendBatch(ctx, b)
+	defer br.Close()
+	if quiet {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
 	}
@@ -393,6 +435,9 @@ func Insert(ctx context.Context, pool *pgxpool.Pool, recs []*Record, now time.Ti
 		inserted[k] = true
 	}
 	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("insert inbox and outbox rows: %w", err)
 	}
 	out := make([]Result, n)

@@ -1,21 +1,25 @@
 -- The outbox trigger notifies only for a statement that inserted rows for
--- the events topic (topic NULL); change records wake the relays otherwise.
+-- the events topic (topic NULL), and not in a transaction that said it will
+-- notify after its commit (hookyard.outbox_notify = 'after_commit').
 --
 -- A transaction that notifies takes, at commit, a lock that Postgres holds
 -- across every database until that commit is durable (async.c,
 -- PreCommit_Notify: "Serialize writers by acquiring a special lock that we
 -- hold till after commit"): notifying transactions commit one at a time,
--- each behind the previous one's WAL flush. A statement trigger fires even
--- when its INSERT inserted nothing, and every projection statement of the
--- processor holds an INSERT into the outbox (the change record): each
--- processor transaction notified, and intake's commits waited in line
--- behind the processor's (HTTP p99 482 ms against 79 ms at 1,000 events/s
--- with the change stream on). Now only intake, replays, retries and checks
--- (rows for the events topic) notify from their own transaction; the
--- processor wakes the relays for its change records after its commit, from
--- a statement that writes nothing and so holds that lock for a moment only
--- (processor/notify.go). Change records queued by operators (erase,
--- changes republish) are found by the relays' poll (poll_interval, 1 s).
+-- each behind the previous one's WAL flush, where other commits share
+-- flushes. A statement trigger fires even when its INSERT inserted nothing,
+-- and every projection statement of the processor holds an INSERT into the
+-- outbox (the change record): each processor transaction notified, and
+-- intake's commits, which notified too, waited in line behind each other
+-- and behind the processor's (with the change stream on, HTTP p99 482 ms
+-- against 79 ms with it off, at 1,000 events/s). Now intake's statements
+-- run with hookyard.outbox_notify = 'after_commit' and change records never
+-- notify from their transaction: both services wake the relays after their
+-- commit, from a statement that writes nothing and so holds that lock for a
+-- moment only (package outbox). Replays, retries and checks still notify
+-- from their transaction. Change records queued by operators (erase,
+-- changes republish) are found by the relays' poll (poll_interval, 1 s) or
+-- with the next notification.
 --
 -- The transition table holds the rows the statement inserted; the trigger
 -- reads until the first event row. Online: the function is replaced and the
@@ -27,7 +31,8 @@
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM outbox_added WHERE topic IS NULL) THEN
+    IF current_setting('hookyard.outbox_notify', true) IS DISTINCT FROM 'after_commit'
+       AND EXISTS (SELECT 1 FROM outbox_added WHERE topic IS NULL) THEN
         PERFORM pg_notify('hookyard_outbox', TG_TABLE_SCHEMA);
     END IF;
     RETURN NULL;
