@@ -1,6 +1,6 @@
--- The outbox trigger notifies only for a statement that inserted rows for
--- the events topic (topic NULL), and not in a transaction that said it will
--- notify after its commit (hookyard.outbox_notify = 'after_commit').
+-- The outbox trigger notifies only for rows for the events topic (topic
+-- NULL), and not in a transaction that said it will notify after its
+-- commit (hookyard.outbox_notify = 'after_commit').
 --
 -- A transaction that notifies takes, at commit, a lock that Postgres holds
 -- across every database until that commit is durable (async.c,
@@ -21,38 +21,23 @@
 -- changes republish) are found by the relays' poll (poll_interval, 1 s) or
 -- with the next notification.
 --
--- The transition table holds the rows the statement inserted; the trigger
--- reads until the first event row. Online: the function is replaced and the
--- trigger recreated in this migration's transaction, so no insert commits
--- between them without a trigger; the lock taken on outbox (SHARE ROW
--- EXCLUSIVE) is held for milliseconds.
+-- A row trigger whose WHEN holds for those rows only: for intake's rows and
+-- change records the condition is false, so nothing is queued and no
+-- function runs; for a replay of many rows the function runs per row and
+-- Postgres folds the repeated notifications of a transaction into one.
+-- Online: the trigger is dropped and recreated in this
+-- migration's transaction, so no insert commits between them without a
+-- trigger; the lock taken on outbox (SHARE ROW EXCLUSIVE) is held for
+-- milliseconds.
 
 -- +goose Up
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF current_setting('hookyard.outbox_notify', true) IS DISTINCT FROM 'after_commit'
-       AND EXISTS (SELECT 1 FROM outbox_added WHERE topic IS NULL) THEN
-        PERFORM pg_notify('hookyard_outbox', TG_TABLE_SCHEMA);
-    END IF;
-    RETURN NULL;
-END
-$$;
--- +goose StatementEnd
 DROP TRIGGER outbox_notify ON outbox;
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
-    REFERENCING NEW TABLE AS outbox_added
-    FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+    FOR EACH ROW
+    WHEN (NEW.topic IS NULL AND current_setting('hookyard.outbox_notify', true) IS DISTINCT FROM 'after_commit')
+    EXECUTE FUNCTION outbox_notify();
 
 -- +goose Down
 DROP TRIGGER outbox_notify ON outbox;
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('hookyard_outbox', TG_TABLE_SCHEMA);
-    RETURN NULL;
-END
-$$;
--- +goose StatementEnd
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
     FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
