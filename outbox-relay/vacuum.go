@@ -20,9 +20,11 @@ import (
 
 // vacuumStatsSQL reads the outbox's dead rows (as the statistics collector
 // last counted them) and whether this role may vacuum it (owner or
-// superuser; any other role's VACUUM only warns and does nothing).
+// superuser; any other role's VACUUM only warns and does nothing). It asks
+// for the one table's counter: the pg_stat_user_tables view computes every
+// table's row, and a partitioned database has hundreds.
 const vacuumStatsSQL = `
-SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = c.oid), 0),
+SELECT pg_stat_get_dead_tuples(c.oid),
        pg_has_role(current_user, c.relowner, 'USAGE') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
 FROM pg_class c WHERE c.oid = 'outbox'::regclass`
 
