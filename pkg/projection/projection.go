@@ -30,6 +30,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -178,8 +179,7 @@ WITH old AS (
       AND (EXCLUDED.provider_version > p.provider_version
            OR (EXCLUDED.provider_version = p.provider_version AND EXCLUDED.deleted AND NOT p.deleted))
     ` + changeReturning + `
-), ` + changeHead + Applied + changeTail + `
-), park AS (
+), ` + versionedChange + `, park AS (
     UPDATE projection p SET needs_reconcile = true, updated_at = now(),
         parked_at = CASE WHEN p.needs_reconcile THEN coalesce(p.parked_at, now()) ELSE now() END,
         reconcile_checked_at = CASE WHEN p.needs_reconcile THEN p.reconcile_checked_at END,
@@ -225,8 +225,13 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 	if w.Version != nil {
 		v = *w.Version
 	}
-	b.Queue(versionedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		v, string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, w.Incremental, r.Key(), w.ChangesTopic).QueryRow(func(row pgx.Row) error {
+	args := []any{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
+		v, string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, w.Incremental}
+	sql := versionedPlainSQL
+	if w.ChangesTopic != "" {
+		sql, args = versionedSQL, append(args, r.Key(), w.ChangesTopic)
+	}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		if w.Version == nil {
 			return fmt.Errorf("apply versioned projection %s: no version", r.Key())
 		}
@@ -274,13 +279,37 @@ WITH old AS MATERIALIZED (
     WHERE CASE WHEN p.fetch_seq IS NOT NULL THEN EXCLUDED.fetch_seq >= p.fetch_seq
                ELSE p.fetched_at IS NULL OR EXCLUDED.fetched_at >= p.fetched_at END
     ` + changeReturning + `
-), ` + changeHead + Fetched + changeTail + `
-      -- a fetch that found what was stored changes nothing downstream
-      AND NOT EXISTS (SELECT 1 FROM old o WHERE o.state = u.state AND o.status IS NOT DISTINCT FROM u.status
-                      AND o.deleted = u.deleted)
-)
+), ` + fetchedChange + `
 SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
        coalesce((SELECT ` + labelSQL + ` FROM old), '')`
+
+// versionedChange and fetchedChange are the change CTEs of versionedSQL and
+// fetchedSQL; a fetch that found what was stored changes nothing
+// downstream.
+const (
+	versionedChange = changeHead + Applied + changeTail + `
+)`
+	fetchedChange = changeHead + Fetched + changeTail + `
+      AND NOT EXISTS (SELECT 1 FROM old o WHERE o.state = u.state AND o.status IS NOT DISTINCT FROM u.status
+                      AND o.deleted = u.deleted)
+)`
+)
+
+// versionedPlainSQL and fetchedPlainSQL are the statements without their
+// change CTE, for a processor whose change stream is off: no INSERT into
+// the outbox is planned or run, and the outbox's trigger is not reached.
+var (
+	versionedPlainSQL = withoutChange(versionedSQL, versionedChange)
+	fetchedPlainSQL   = withoutChange(fetchedSQL, fetchedChange)
+)
+
+func withoutChange(sql, change string) string {
+	out := strings.Replace(sql, ", "+change, "", 1)
+	if out == sql {
+		panic("projection: statement without its change CTE")
+	}
+	return out
+}
 
 // FetchStart is when a fetch started, read from the database before the
 // provider call: Seq orders fetched writes, At is the wall clock kept for
@@ -322,8 +351,13 @@ func QueueFetchedResult(b *pgx.Batch, w Write, start FetchStart, res *Result) {
 
 func queueFetched(b *pgx.Batch, w Write, start FetchStart, set func(outcome, previous string)) {
 	r := w.Resource
-	b.Queue(fetchedSQL, r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
-		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, start.At, start.Seq, r.Key(), w.ChangesTopic).QueryRow(func(row pgx.Row) error {
+	args := []any{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
+		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, start.At, start.Seq}
+	sql := fetchedPlainSQL
+	if w.ChangesTopic != "" {
+		sql, args = fetchedSQL, append(args, r.Key(), w.ChangesTopic)
+	}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		var outcome, prev string
 		if err := row.Scan(&outcome, &prev); err != nil {
 			return fmt.Errorf("write fetched projection %s: %w", r.Key(), err)
