@@ -29,7 +29,11 @@ func (p *Processor) minimise(providerName string, plan provider.Plan) provider.P
 
 // keepState is a resource state with only the fields a projection keeps.
 func (p *Processor) keepState(state []byte) []byte {
-	return keepOrEmpty(state, p.cfg.StateFields)
+	kept, err := p.stateKeeper.Keep(state)
+	if err != nil {
+		return []byte("{}")
+	}
+	return kept
 }
 
 // keepOrEmpty is provider.Keep, or {} for a document it cannot read: a

@@ -47,6 +47,8 @@ type Processor struct {
 	// Ready is closed once the processor joined and checked the topic.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// stateKeeper keeps a state's projection.state_fields (keepState).
+	stateKeeper provider.Keeper
 	// changes wakes the relays after a commit that wrote change records
 	// (package outbox): those never notify from their transaction.
 	changes *outbox.Notifier
@@ -71,6 +73,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger, cfg Config) (*Processor, error) {
 		cfg: cfg, metrics: newMetrics(cfg.Registerer), endpoints: map[string]*provider.Endpoint{},
 		workers: map[int32]*worker{}, owned: map[int32]struct{}{}, ready: make(chan struct{})}
 	p.changes = outbox.NewNotifier(pool, p.log)
+	p.stateKeeper = provider.NewKeeper(cfg.StateFields)
 	for i := range cfg.Endpoints {
 		p.endpoints[cfg.Endpoints[i].ID] = &cfg.Endpoints[i]
 	}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -23,17 +24,31 @@ import (
 // reads it (invariant 15). doc that is not a JSON object keeps nothing
 // ({}); an empty or null doc stays as it is.
 func Keep(doc []byte, fields []string) ([]byte, error) {
-	doc = bytes.TrimSpace(doc)
-	if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
-		return doc, nil
-	}
+	return NewKeeper(fields).Keep(doc)
+}
+
+// Keeper is Keep with its fields read once, for a caller that keeps the
+// same fields of many documents.
+type Keeper struct{ tree keepTree }
+
+// NewKeeper reads fields (as Keep takes them).
+func NewKeeper(fields []string) Keeper {
 	t := keepTree{}
 	for _, f := range fields {
 		if f = strings.TrimSpace(f); f != "" {
 			t.add(strings.Split(f, "."))
 		}
 	}
-	out, err := t.apply(doc)
+	return Keeper{tree: t}
+}
+
+// Keep is Keep(doc, the Keeper's fields).
+func (k Keeper) Keep(doc []byte) ([]byte, error) {
+	doc = bytes.TrimSpace(doc)
+	if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
+		return doc, nil
+	}
+	out, err := k.tree.apply(doc)
 	if err != nil {
 		return nil, fmt.Errorf("keep fields: %w", err)
 	}
@@ -68,27 +83,33 @@ func (t keepTree) add(path []string) {
 func (t keepTree) apply(v json.RawMessage) (json.RawMessage, error) {
 	switch firstByte(v) {
 	case '{':
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(v, &obj); err != nil {
-			return nil, err
-		}
+		// One pass over the object, copying nothing it drops; a repeated
+		// key keeps its last value, as decoding into a map did.
 		kept := make(map[string]json.RawMessage, len(t))
-		for name, sub := range t {
-			fv, ok := obj[name]
+		var inner error
+		err := EachField(v, func(key, fv []byte) bool {
+			sub, ok := t[string(key)]
 			if !ok {
-				continue
+				return true
 			}
 			if sub == nil {
-				kept[name] = fv
-				continue
+				kept[string(key)] = fv
+				return true
 			}
-			inner, err := sub.apply(fv)
+			in, err := sub.apply(fv)
 			if err != nil {
-				return nil, err
+				inner = err
+				return false
 			}
-			if inner != nil {
-				kept[name] = inner
+			if in != nil {
+				kept[string(key)] = in
+			} else {
+				delete(kept, string(key))
 			}
+			return true
+		})
+		if err = cmp.Or(err, inner); err != nil {
+			return nil, err
 		}
 		return json.Marshal(kept) // sorted keys
 	case '[':

@@ -1,0 +1,84 @@
+package provider
+
+// EachField calls fn with each key of the JSON object doc (unescaped) and
+// its value's bytes as written, in the document's order, until fn returns
+// false. It reads doc in one pass and allocates nothing for a key without
+// escapes, where decoding the object into a map copies every key and
+// value. A doc that is not one JSON object is an error (wrapping
+// ErrMalformed).
+func EachField(doc []byte, fn func(key, value []byte) bool) error {
+	var stack [16][]byte
+	s := keyScanner{b: doc, keys: stack[:0]}
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return s.syntax("expected an object")
+	}
+	s.i++
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return s.end()
+	}
+	for {
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return s.syntax("expected a key")
+		}
+		key, escaped, err := s.str()
+		if err != nil {
+			return err
+		}
+		if escaped {
+			key = unescape(key)
+		}
+		s.space()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return s.syntax("expected :")
+		}
+		s.i++
+		s.space()
+		start := s.i
+		if err := s.value(1); err != nil {
+			return err
+		}
+		if !fn(key, s.b[start:s.i]) {
+			return nil
+		}
+		s.space()
+		if s.i >= len(s.b) {
+			return s.syntax("unterminated object")
+		}
+		if s.b[s.i] == '}' {
+			s.i++
+			return s.end()
+		}
+		if s.b[s.i] != ',' {
+			return s.syntax("expected , or }")
+		}
+		s.i++
+	}
+}
+
+// end refuses anything but white space after the document.
+func (s *keyScanner) end() error {
+	s.space()
+	if s.i != len(s.b) {
+		return s.syntax("trailing data")
+	}
+	return nil
+}
+
+// Field is the value of key in the JSON object doc, as written; ok is false
+// when doc is not an object or has no such key. The first of repeated keys
+// is the one found: intake refuses bodies with repeated keys
+// (CheckUniqueKeys).
+func Field(doc []byte, key string) (value []byte, ok bool) {
+	_ = EachField(doc, func(k, v []byte) bool {
+		if string(k) == key {
+			value, ok = v, true
+			return false
+		}
+		return true
+	})
+	return value, ok
+}
