@@ -32,10 +32,13 @@ const Channel = "hookyard_outbox"
 // (Notifier).
 const QuietSQL = `SELECT set_config('hookyard.outbox_notify', 'after_commit', true)`
 
-// notifySQL notifies the relays of the outbox this pool writes to, with the
-// payload the trigger uses (that outbox's schema).
-const notifySQL = `SELECT pg_notify('hookyard_outbox', n.nspname)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'outbox'::regclass`
+// schemaSQL is the schema of the outbox this pool writes to: the payload
+// the trigger sends (TG_TABLE_SCHEMA) and the relays compare.
+const schemaSQL = `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'outbox'::regclass`
+
+// notifySQL is the notification: a prepared statement with parameters,
+// planned once per connection.
+const notifySQL = `SELECT pg_notify($1, $2)`
 
 // Notifier wakes the relays after commits.
 type Notifier struct {
@@ -62,13 +65,22 @@ func (n *Notifier) Wake() {
 // sent fold into the next) until ctx ends. A failed one is logged at debug
 // level: the relays find the rows when they poll.
 func (n *Notifier) Run(ctx context.Context) {
+	var schema string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.ch:
 		}
-		if _, err := n.pool.Exec(ctx, notifySQL); err != nil && ctx.Err() == nil {
+		if schema == "" {
+			if err := n.pool.QueryRow(ctx, schemaSQL).Scan(&schema); err != nil {
+				if ctx.Err() == nil {
+					n.log.DebugContext(ctx, "find the outbox's schema; the relays find its rows when they poll", slog.String("error", err.Error()))
+				}
+				continue
+			}
+		}
+		if _, err := n.pool.Exec(ctx, notifySQL, Channel, schema); err != nil && ctx.Err() == nil {
 			n.log.DebugContext(ctx, "wake the outbox relays; they find the rows when they poll", slog.String("error", err.Error()))
 		}
 	}
