@@ -22,13 +22,13 @@ import (
 // key's probe is the plan whatever the partition's statistics say, and
 // TestBodyProbesStayProbesWhenAPartitionFillsAfterItsPlan checks it with a
 // cached plan.
-//
-// The plan is also made for each execution (plan_cache_mode =
-// force_custom_plan): a statement whose partitions are named by a
-// parameter (loadBodiesSQL) is then planned with only those, not all the
-// table's partitions, and a custom plan is made with the statistics of
-// the moment, never a plan cached while a partition was empty.
-const bodyProbesSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`
+const bodyProbesSQL = `SELECT set_config('enable_seqscan', 'off', true)`
+
+// bodyBatchSQL is bodyProbesSQL for a statement whose partitions are named
+// by a parameter (loadBodiesSQL): its plan is made for each execution
+// (plan_cache_mode = force_custom_plan), so the planner keeps only the
+// partitions that hold those values, not every partition of the table.
+const bodyBatchSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_custom_plan', true)`
 
 // probed runs sql with bodyProbesSQL set, in one round trip: a batch is one
 // implicit transaction (its statements run until the one Sync that ends it),
@@ -36,8 +36,13 @@ const bodyProbesSQL = `SELECT set_config('enable_seqscan', 'off', true), set_con
 // rows to read (nil: the statement returns none that matter) and returns its
 // command tag.
 func probed(ctx context.Context, pool *pgxpool.Pool, read func(pgx.Rows) error, sql string, args ...any) (pgconn.CommandTag, error) {
+	return probedWith(ctx, pool, bodyProbesSQL, read, sql, args...)
+}
+
+// probedWith is probed with settings (bodyProbesSQL or bodyBatchSQL).
+func probedWith(ctx context.Context, pool *pgxpool.Pool, settings string, read func(pgx.Rows) error, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
-	b.Queue(bodyProbesSQL)
+	b.Queue(settings)
 	b.Queue(sql, args...)
 	br := pool.SendBatch(ctx, b)
 	defer br.Close()

@@ -2,12 +2,18 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookyard/hookyard/pkg/partition"
 )
 
 // This file holds the processor's per-batch statements: the load of a
@@ -54,17 +60,20 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) w`
 
-// loadBodiesSQL reads the bodies of a batch's rows, each by its primary key
-// in the partition of its body_at. It is a statement of its own, after
-// loadSQL, because a lookup whose stored_at comes from the ledger row (a
-// value of the executing statement) is pruned only while it runs: the
-// statement's plan then holds every partition of webhook_inbox_body, locks
-// and opens each one and its index at every execution, and the processor's
-// batch read cost about 13 µs more per partition (16 keys: 0.54 ms with one
-// partition, 1.3 ms with 64; BenchmarkLoadBodies). Here the batch's
-// stored_at values are a parameter ($5), planned for each execution
-// (plan_cache_mode = force_custom_plan, set by probed): the planner keeps
-// only the partitions that hold them, whatever the table counts.
+// The processor reads a batch's bodies after its ledger rows (loadSQL), in
+// a statement of its own. A lookup whose stored_at comes from the ledger
+// row (a value of the executing statement) is pruned only while it runs:
+// its plan holds every partition of webhook_inbox_body and locks and opens
+// each one with its index at every execution, about 13 µs per partition
+// (16 keys: 0.54 ms with one partition, 1.3 ms with 64; BenchmarkLoadBodies).
+// Planning the statement for the batch's stored_at values instead costs
+// 0.3 ms a batch. So Load names the partition: it knows the body table's
+// partitions (bodyParts, read again when a body_at falls outside them) and
+// reads each partition's bodies from that partition (partitionBodiesSQL),
+// a statement planned once per connection and partition, which locks and
+// reads that partition only. loadBodiesSQL, planned for each execution
+// over the parent, reads what the cache cannot place (a partition dropped
+// or created since it was read).
 const loadBodiesSQL = `
 SELECT k.provider, k.source_account, k.environment, k.event_id, b.body
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS k(provider, source_account, environment, event_id, stored_at)
@@ -75,6 +84,63 @@ CROSS JOIN LATERAL (
       AND b.stored_at = ANY($5::timestamptz[])
     LIMIT 1
 ) b`
+
+// partitionBodiesSQL is loadBodiesSQL on the partition named.
+func partitionBodiesSQL(name string) string {
+	return `
+SELECT k.provider, k.source_account, k.environment, k.event_id, b.body
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS k(provider, source_account, environment, event_id, stored_at)
+CROSS JOIN LATERAL (
+    SELECT b.body FROM ` + pgx.Identifier{name}.Sanitize() + ` b
+    WHERE b.provider = k.provider AND b.source_account = k.source_account AND b.environment = k.environment
+      AND b.event_id = k.event_id AND b.stored_at = k.stored_at
+    LIMIT 1
+) b`
+}
+
+// bodyParts holds, per pool (a pool names one schema), the partitions of
+// webhook_inbox_body as last read; a pool's entry goes with the pool.
+var bodyParts sync.Map // weak.Pointer[pgxpool.Pool] → *partCache
+
+type partCache struct {
+	mu    sync.Mutex
+	parts []partition.Partition
+}
+
+func partsOf(pool *pgxpool.Pool) *partCache {
+	key := weak.Make(pool)
+	if v, ok := bodyParts.Load(key); ok {
+		return v.(*partCache)
+	}
+	v, loaded := bodyParts.LoadOrStore(key, &partCache{})
+	if !loaded {
+		runtime.AddCleanup(pool, func(k weak.Pointer[pgxpool.Pool]) { bodyParts.Delete(k) }, key)
+	}
+	return v.(*partCache)
+}
+
+// place returns the partition holding at, if the cache knows one.
+func (c *partCache) place(at time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.parts {
+		if (p.From == nil || !at.Before(*p.From)) && (p.To == nil || at.Before(*p.To)) {
+			return p.Name, true
+		}
+	}
+	return "", false
+}
+
+func (c *partCache) refresh(ctx context.Context, pool *pgxpool.Pool) error {
+	parts, err := partition.List(ctx, pool, BodyTableName)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.parts = parts
+	c.mu.Unlock()
+	return nil
+}
 
 // bodySQL is the body of the inbox row w: its row in webhook_inbox_body
 // (one partition, pruned at run time by stored_at = body_at), else, for a
@@ -130,12 +196,47 @@ func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded,
 	if len(withBody) == 0 {
 		return out, nil
 	}
-	bk := make([]Key, len(withBody))
-	for i, r := range withBody {
-		bk[i] = r.Key
+	if err := loadBodies(ctx, pool, out, withBody, bodyAt); err != nil {
+		return nil, fmt.Errorf("load inbox bodies: %w", err)
 	}
-	p, a, e, id = keyColumns(bk)
-	if _, err := probed(ctx, pool, func(rows pgx.Rows) error {
+	return out, nil
+}
+
+// bodyRef is a row whose body is to be read, and where it is.
+type bodyRef struct {
+	row *Loaded
+	at  time.Time
+}
+
+// loadBodies sets the Payload of rows from webhook_inbox_body, each row's
+// partition read directly; see loadBodiesSQL.
+func loadBodies(ctx context.Context, pool *pgxpool.Pool, out map[Key]*Loaded, rows []*Loaded, ats []time.Time) error {
+	cache := partsOf(pool)
+	byPart := map[string][]bodyRef{}
+	var unplaced []bodyRef
+	place := func(refs []bodyRef) []bodyRef {
+		var left []bodyRef
+		for _, r := range refs {
+			if name, ok := cache.place(r.at); ok {
+				byPart[name] = append(byPart[name], r)
+			} else {
+				left = append(left, r)
+			}
+		}
+		return left
+	}
+	refs := make([]bodyRef, len(rows))
+	for i, r := range rows {
+		refs[i] = bodyRef{row: r, at: ats[i]}
+	}
+	if unplaced = place(refs); len(unplaced) > 0 {
+		// A partition created since the cache was read (or never read).
+		if err := cache.refresh(ctx, pool); err != nil {
+			return err
+		}
+		unplaced = place(unplaced)
+	}
+	scan := func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k Key
 			var body []byte
@@ -147,10 +248,45 @@ func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded,
 			}
 		}
 		return rows.Err()
-	}, loadBodiesSQL, p, a, e, id, bodyAt); err != nil {
-		return nil, fmt.Errorf("load inbox bodies: %w", err)
 	}
-	return out, nil
+	if len(byPart) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(bodyProbesSQL)
+		for name, refs := range byPart {
+			p, a, e, id, at := refColumns(refs)
+			b.Queue(partitionBodiesSQL(name), p, a, e, id, at).Query(scan)
+		}
+		if err := pool.SendBatch(ctx, b).Close(); err != nil {
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "42P01" { // undefined_table
+				return err
+			}
+			// A partition dropped since the cache was read: read it again,
+			// and these bodies through the parent.
+			if err := cache.refresh(ctx, pool); err != nil {
+				return err
+			}
+			for _, refs := range byPart {
+				unplaced = append(unplaced, refs...)
+			}
+		}
+	}
+	if len(unplaced) == 0 {
+		return nil
+	}
+	p, a, e, id, at := refColumns(unplaced)
+	_, err := probedWith(ctx, pool, bodyBatchSQL, scan, loadBodiesSQL, p, a, e, id, at)
+	return err
+}
+
+func refColumns(refs []bodyRef) (p, a, e, id []string, at []time.Time) {
+	keys := make([]Key, len(refs))
+	at = make([]time.Time, len(refs))
+	for i, r := range refs {
+		keys[i], at[i] = r.row.Key, r.at
+	}
+	p, a, e, id = keyColumns(keys)
+	return p, a, e, id, at
 }
 
 // Mark is what became of a loaded pending event.
