@@ -142,9 +142,20 @@ func (s *keyScanner) scalar(start int) error {
 }
 
 func (s *keyScanner) object(depth int) error {
-	s.i++ // {
 	base := len(s.keys)
 	var seen map[string]struct{}
+	err := s.members(depth, func(key, _ []byte) (bool, error) {
+		return true, s.unique(key, base, &seen)
+	})
+	s.keys = s.keys[:base]
+	return err
+}
+
+// members scans the object at s.i and calls fn with each key (unescaped)
+// and its value's bytes, scanned at depth+1, until fn returns false or an
+// error.
+func (s *keyScanner) members(depth int, fn func(key, value []byte) (bool, error)) error {
+	s.i++ // {
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
 		s.i++
@@ -162,16 +173,17 @@ func (s *keyScanner) object(depth int) error {
 		if escaped {
 			key = unescape(key)
 		}
-		if err := s.unique(key, base, &seen); err != nil {
-			return err
-		}
 		s.space()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
 			return s.syntax("expected :")
 		}
 		s.i++
 		s.space()
+		start := s.i
 		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		if more, err := fn(key, s.b[start:s.i]); err != nil || !more {
 			return err
 		}
 		s.space()
@@ -180,7 +192,6 @@ func (s *keyScanner) object(depth int) error {
 		}
 		if s.b[s.i] == '}' {
 			s.i++
-			s.keys = s.keys[:base]
 			return nil
 		}
 		if s.b[s.i] != ',' {

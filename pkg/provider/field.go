@@ -13,50 +13,14 @@ func EachField(doc []byte, fn func(key, value []byte) bool) error {
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		return s.syntax("expected an object")
 	}
-	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return s.end()
+	stopped := false
+	if err := s.members(0, func(key, value []byte) (bool, error) {
+		stopped = !fn(key, value)
+		return !stopped, nil
+	}); err != nil || stopped {
+		return err
 	}
-	for {
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return s.syntax("expected a key")
-		}
-		key, escaped, err := s.str()
-		if err != nil {
-			return err
-		}
-		if escaped {
-			key = unescape(key)
-		}
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return s.syntax("expected :")
-		}
-		s.i++
-		s.space()
-		start := s.i
-		if err := s.value(1); err != nil {
-			return err
-		}
-		if !fn(key, s.b[start:s.i]) {
-			return nil
-		}
-		s.space()
-		if s.i >= len(s.b) {
-			return s.syntax("unterminated object")
-		}
-		if s.b[s.i] == '}' {
-			s.i++
-			return s.end()
-		}
-		if s.b[s.i] != ',' {
-			return s.syntax("expected , or }")
-		}
-		s.i++
-	}
+	return s.end()
 }
 
 // end refuses anything but white space after the document.
