@@ -3,23 +3,31 @@
 // The relays LISTEN on Channel and also poll. The outbox's trigger notifies
 // from the inserting transaction (migration 00045), and a transaction that
 // notifies takes, at commit, a lock Postgres holds for every notifying
-// transaction until that commit is durable (async.c, PreCommit_Notify:
+// transaction until that commit is done (async.c, PreCommit_Notify:
 // "Serialize writers by acquiring a special lock that we hold till after
-// commit"): notifying transactions commit one at a time, each behind the
-// previous one's WAL flush, where others share flushes. The services that
-// write the outbox all the time (intake, the processor's change records)
-// therefore do not notify from their transactions: intake sets Quiet in its
+// commit"; it also gives the transaction an XID, so its commit waits for its
+// WAL flush): notifying transactions commit one at a time, each behind the
+// previous one's flush, where others share flushes. The services that write
+// the outbox all the time (intake, the processor's change records) therefore
+// do not notify from their transactions: intake sets QuietSQL in its
 // transaction, change records never notify from theirs, and both call a
-// Notifier's Wake after the commit. Its notification is a statement of its
-// own that writes nothing; such a commit waits for no flush and holds that
-// lock for a moment only. Requests made while one notification is sent fold
-// into the next, so a busy service sends about one per round trip.
+// Notifier's Wake after the commit.
+//
+// A Notifier sends its notifications from a connection of its own, outside
+// the service's pool, so a notification never waits for (or holds) a
+// connection the service's writes need. That session commits asynchronously
+// (synchronous_commit = off): a notification is a wake-up, not data, so its
+// commit holds the notify lock for a moment, not for a WAL flush. Requests
+// made while one notification is sent, or within MinGap after it, fold into
+// the next, so a busy service sends at most one notification per MinGap.
 package outbox
 
 import (
 	"context"
 	"log/slog"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -40,14 +48,25 @@ const schemaSQL = `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid
 // planned once per connection.
 const notifySQL = `SELECT pg_notify($1, $2)`
 
+// MinGap is the shortest time between two notifications of one Notifier:
+// the longest a relay that is idle waits for rows past their commit, and
+// what bounds the relays' wake-ups (each one is a claim) under load.
+const MinGap = 2 * time.Millisecond
+
+// retryAfter is how long a Notifier waits before it connects again after
+// a failure; the relays' polls cover the rows meanwhile.
+const retryAfter = time.Second
+
 // Notifier wakes the relays after commits.
 type Notifier struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	ch   chan struct{}
+	conn *pgx.Conn // Run's, nil until it connects
 }
 
-// NewNotifier returns a Notifier; Run sends its notifications.
+// NewNotifier returns a Notifier that connects as pool does; Run sends its
+// notifications.
 func NewNotifier(pool *pgxpool.Pool, log *slog.Logger) *Notifier {
 	return &Notifier{pool: pool, log: log, ch: make(chan struct{}, 1)}
 }
@@ -62,26 +81,73 @@ func (n *Notifier) Wake() {
 }
 
 // Run sends a notification for each request (requests made while one is
-// sent fold into the next) until ctx ends. A failed one is logged at debug
-// level: the relays find the rows when they poll.
+// sent, or within MinGap after it, fold into the next) until ctx ends, and
+// then closes its connection. A failure is logged at debug level and drops
+// the connection: the relays find the rows when they poll.
 func (n *Notifier) Run(ctx context.Context) {
+	defer n.close()
 	var schema string
+	var failed time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.ch:
 		}
-		if schema == "" {
-			if err := n.pool.QueryRow(ctx, schemaSQL).Scan(&schema); err != nil {
-				if ctx.Err() == nil {
-					n.log.DebugContext(ctx, "find the outbox's schema; the relays find its rows when they poll", slog.String("error", err.Error()))
-				}
-				continue
+		if !failed.IsZero() && time.Since(failed) < retryAfter {
+			continue
+		}
+		err := n.notify(ctx, &schema)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
-		}
-		if _, err := n.pool.Exec(ctx, notifySQL, Channel, schema); err != nil && ctx.Err() == nil {
 			n.log.DebugContext(ctx, "wake the outbox relays; they find the rows when they poll", slog.String("error", err.Error()))
+			n.close()
+			failed = time.Now()
+			continue
 		}
+		failed = time.Time{}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(MinGap):
+		}
+	}
+}
+
+// notify sends one notification on the Notifier's connection, connecting
+// and reading the outbox's schema first when it has none.
+func (n *Notifier) notify(ctx context.Context, schema *string) error {
+	if n.conn == nil {
+		cfg := n.pool.Config().ConnConfig.Copy()
+		if cfg.RuntimeParams == nil {
+			cfg.RuntimeParams = map[string]string{}
+		}
+		cfg.RuntimeParams["synchronous_commit"] = "off"
+		if app := cfg.RuntimeParams["application_name"]; app != "" {
+			cfg.RuntimeParams["application_name"] = app + " notify"
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		n.conn = conn
+	}
+	if *schema == "" {
+		if err := n.conn.QueryRow(ctx, schemaSQL).Scan(schema); err != nil {
+			return err
+		}
+	}
+	_, err := n.conn.Exec(ctx, notifySQL, Channel, *schema)
+	return err
+}
+
+func (n *Notifier) close() {
+	if n.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = n.conn.Close(ctx)
+		n.conn = nil
 	}
 }
