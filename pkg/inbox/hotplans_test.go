@@ -1,8 +1,10 @@
 package inbox
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,12 +178,16 @@ JOIN webhook_inbox_body b USING (provider, source_account, environment, event_id
 	require.NoError(t, err)
 	defer conn.Release()
 	simple := pgx.QueryExecModeSimpleProtocol
-	explain := func(settings, sql string) []string {
+	explain := func(settings, sql string, args ...any) []string {
 		for _, q := range []string{`SET plan_cache_mode = force_generic_plan`, `BEGIN`, settings, `PREPARE body_read AS ` + sql} {
 			_, err := conn.Exec(ctx, q, simple)
 			require.NoError(t, err, q)
 		}
-		rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE body_read($1, $2, $3, $4, $5)`, append([]any{simple}, args...)...)
+		params := make([]string, len(args))
+		for i := range params {
+			params[i] = fmt.Sprintf("$%d", i+1)
+		}
+		rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE body_read(`+strings.Join(params, ", ")+`)`, append([]any{simple}, args...)...)
 		require.NoError(t, err)
 		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
@@ -192,11 +198,15 @@ JOIN webhook_inbox_body b USING (provider, source_account, environment, event_id
 		return lines
 	}
 
-	named := explain(bodyProbesSQL, partitionBodiesSQL(part))
+	named := explain(bodyProbesSQL, partitionBodiesSQL(part), args...)
 	require.Equal(t, 1, held(named), "the named partition alone; plan:\n%s", strings.Join(named, "\n"))
 	require.Contains(t, strings.Join(named, "\n"), "Index Scan using "+part+"_pkey on "+part)
+	// The rows' read, with the bodies of the partition of now.
+	joined := explain(bodyProbesSQL, loadWithBodiesSQL(part), args[:4]...)
+	require.Equal(t, 1, held(joined), "the named partition alone; plan:\n%s", strings.Join(joined, "\n"))
+	require.Contains(t, strings.Join(joined, "\n"), "Index Scan using "+part+"_pkey on "+part)
 
-	parent := explain(bodyBatchSQL, loadBodiesSQL)
+	parent := explain(bodyBatchSQL, loadBodiesSQL, args...)
 	plan := strings.Join(parent, "\n")
 	require.Equal(t, 1, held(parent), "the plan holds one partition of %d; plan:\n%s", len(parts), plan)
 	// A plan cached for any values prunes when it starts, and says so; it
@@ -285,4 +295,90 @@ func TestBodyProbesStayProbesWhenAPartitionFillsAfterItsPlan(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the cached connection's statistics reach pg_stat_user_tables")
 	require.Zero(t, seq1-seq0, "the filled partition %s was scanned whole %d times by a cached body probe", part, seq1-seq0)
 	require.Positive(t, idx1-idx0)
+}
+
+// roundTrips counts the statements and batches a pool sends.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// The processor reads a batch of events received now, bodies included, in
+// one round trip (loadWithBodiesSQL), and the bodies of older events from
+// their own partitions after; a purged body is nil wherever it was. Fails
+// when Load reads the rows and the bodies of now in two round trips, or
+// when it takes a body for a row from a partition that does not hold the
+// row's body_at.
+func TestLoadReadsTheBodiesOfNowWithTheRows(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	ctx := t.Context()
+	now := time.Now()
+	// A partition for the day before the migration's first one, which
+	// holds now.
+	parts, err := partition.List(ctx, s.Pool, BodyTableName)
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	first := *parts[0].From
+	_, err = s.Pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE webhook_inbox_body_before PARTITION OF webhook_inbox_body FOR VALUES FROM ('%s') TO ('%s')`,
+		first.Add(-24*time.Hour).UTC().Format(time.RFC3339), first.UTC().Format(time.RFC3339)))
+	require.NoError(t, err)
+
+	ep := &provider.Endpoint{ID: "e", Provider: "stripe", SourceAccount: "a", Environment: "test"}
+	rec := func(id string) *Record {
+		return &Record{Endpoint: ep, Event: provider.Event{ID: id, Type: "t", Payload: []byte(`{"id":"` + id + `"}`)}}
+	}
+	fresh, purged, old := rec("evt_now"), rec("evt_now_purged"), rec("evt_old")
+	_, err = Insert(ctx, s.Pool, []*Record{fresh, purged, old}, now)
+	require.NoError(t, err)
+	// Stored the day before (bodies are stored at the database's now()).
+	for _, table := range []string{"webhook_inbox_body SET stored_at", "webhook_inbox SET body_at"} {
+		_, err = s.Pool.Exec(ctx, `UPDATE `+table+` = $1 WHERE event_id = 'evt_old'`, first.Add(-time.Hour))
+		require.NoError(t, err)
+	}
+	_, err = s.Pool.Exec(ctx, `DELETE FROM webhook_inbox_body WHERE event_id = 'evt_now_purged'`)
+	require.NoError(t, err)
+	var used int
+	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(DISTINCT tableoid) FROM webhook_inbox_body`).Scan(&used))
+	require.Equal(t, 2, used, "the bodies of now and of the day before in two partitions")
+
+	trips := &roundTrips{}
+	cfg := s.Pool.Config().Copy()
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	load := func(recs ...*Record) (map[Key]*Loaded, int64) {
+		t.Helper()
+		keys := make([]Key, len(recs))
+		for i, r := range recs {
+			keys[i] = r.Key()
+		}
+		trips.n.Store(0)
+		got, err := Load(ctx, pool, keys)
+		require.NoError(t, err)
+		require.Len(t, got, len(recs))
+		return got, trips.n.Load()
+	}
+	load(fresh) // reads the partitions
+
+	got, n := load(fresh, purged)
+	require.Equal(t, int64(1), n, "rows and bodies of now in one round trip")
+	require.JSONEq(t, `{"id":"evt_now"}`, string(got[fresh.Key()].Payload))
+	require.Nil(t, got[purged.Key()].Payload)
+
+	got, n = load(fresh, old, purged)
+	require.Equal(t, int64(2), n, "the older body in a second round trip")
+	require.JSONEq(t, `{"id":"evt_now"}`, string(got[fresh.Key()].Payload))
+	require.JSONEq(t, `{"id":"evt_old"}`, string(got[old.Key()].Payload))
+	require.Nil(t, got[purged.Key()].Payload)
 }

@@ -44,14 +44,19 @@ type Loaded struct {
 // index begins with its columns: while webhook_inbox_resource did, a table
 // without statistics made the two tie and each probe could read the whole
 // account (migration 00006; TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
-// It reads no body: see loadBodiesSQL. A row received before bodies moved
-// to webhook_inbox_body (migration 00021) has body_at NULL and its body in
-// the legacy columns, read here.
-const loadSQL = `
+// It reads no body from webhook_inbox_body: see loadWithBodiesSQL and
+// loadBodiesSQL. A row received before bodies moved to webhook_inbox_body
+// (migration 00021) has body_at NULL and its body in the legacy columns,
+// read here.
+const loadSQL = loadColumns + `NULL::bytea` + loadRows
+
+const loadColumns = `
 SELECT w.provider, w.source_account, w.environment, w.event_id, w.endpoint_id, w.event_type,
        w.resource_type, w.resource_id, w.resource_version, w.body_at,
        CASE WHEN w.body_at IS NULL THEN coalesce(convert_to(w.payload::text, 'UTF8'), w.raw_body) END,
-       w.status, w.attempts, w.received_at, w.first_failed_at
+       w.status, w.attempts, w.received_at, w.first_failed_at, `
+
+const loadRows = `
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS k(provider, source_account, environment, event_id)
 CROSS JOIN LATERAL (
     SELECT * FROM webhook_inbox i
@@ -59,6 +64,22 @@ CROSS JOIN LATERAL (
       AND i.environment = k.environment AND i.event_id = k.event_id
     LIMIT 1
 ) w`
+
+// loadWithBodiesSQL is loadSQL that also reads, in the same round trip,
+// the bodies stored in the partition named (the one that receives now's
+// events, where a batch's bodies mostly are): one primary-key probe of that
+// partition per row, planned once per connection and partition. A row whose
+// body_at falls outside the partition finds nothing there; Load reads its
+// body after, from its own partition (loadBodies).
+func loadWithBodiesSQL(part string) string {
+	return loadColumns + `b.body` + loadRows + `
+LEFT JOIN LATERAL (
+    SELECT b.body FROM ` + pgx.Identifier{part}.Sanitize() + ` b
+    WHERE b.provider = w.provider AND b.source_account = w.source_account AND b.environment = w.environment
+      AND b.event_id = w.event_id AND b.stored_at = w.body_at
+    LIMIT 1
+) b ON true`
+}
 
 // The processor reads a batch's bodies after its ledger rows (loadSQL), in
 // a statement of its own. A lookup whose stored_at comes from the ledger
@@ -103,8 +124,9 @@ CROSS JOIN LATERAL (
 var bodyParts sync.Map // weak.Pointer[pgxpool.Pool] → *partCache
 
 type partCache struct {
-	mu    sync.Mutex
-	parts []partition.Partition
+	mu     sync.Mutex
+	parts  []partition.Partition
+	readAt time.Time
 }
 
 func partsOf(pool *pgxpool.Pool) *partCache {
@@ -137,9 +159,41 @@ func (c *partCache) refresh(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	c.mu.Lock()
-	c.parts = parts
+	c.parts, c.readAt = parts, time.Now()
 	c.mu.Unlock()
 	return nil
+}
+
+// current returns the bounded partition that holds now, reading the
+// partitions again when the cache has none and was read over a second ago
+// (partitions are created ahead, so that is a partition created since).
+// It returns false when there is none, or the partitions cannot be read:
+// Load then reads every body after the rows.
+func (c *partCache) current(ctx context.Context, pool *pgxpool.Pool, now time.Time) (partition.Partition, bool) {
+	find := func() (partition.Partition, bool, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range c.parts {
+			if p.From != nil && p.To != nil && !now.Before(*p.From) && now.Before(*p.To) {
+				return p, true, false
+			}
+		}
+		return partition.Partition{}, false, time.Since(c.readAt) > time.Second
+	}
+	p, ok, stale := find()
+	if ok || !stale {
+		return p, ok
+	}
+	if err := c.refresh(ctx, pool); err != nil {
+		return partition.Partition{}, false
+	}
+	p, ok, _ = find()
+	return p, ok
+}
+
+// holds reports whether the bounded partition p holds at.
+func holds(p partition.Partition, at time.Time) bool {
+	return !at.Before(*p.From) && at.Before(*p.To)
 }
 
 // bodySQL is the body of the inbox row w: its row in webhook_inbox_body
@@ -162,35 +216,64 @@ const hasBodySQL = `(w.payload IS NOT NULL OR w.raw_body IS NOT NULL OR (
     WHERE b.provider = w.provider AND b.source_account = w.source_account AND b.environment = w.environment
       AND b.event_id = w.event_id AND b.stored_at = w.body_at) IS NOT NULL)`
 
-// Load reads the rows of keys, one primary-key probe each, then their
-// bodies; a key with no row is absent from the map. A body whose partition
-// was dropped between the two reads is nil, as a purged one.
+// Load reads the rows of keys, one primary-key probe each, with the bodies
+// stored in the partition that receives now's events (loadWithBodiesSQL),
+// then the other bodies; a key with no row is absent from the map. A body
+// whose partition was dropped between the two reads is nil, as a purged
+// one.
 func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded, error) {
 	out := make(map[Key]*Loaded, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
 	p, a, e, id := keyColumns(keys)
-	rows, err := pool.Query(ctx, loadSQL, p, a, e, id)
-	if err != nil {
-		return nil, fmt.Errorf("load inbox rows: %w", err)
-	}
+	cache := partsOf(pool)
+	cur, joined := cache.current(ctx, pool, time.Now())
 	var withBody []*Loaded
 	var bodyAt []time.Time
-	for rows.Next() {
-		r := &Loaded{}
-		var at *time.Time
-		if err := rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
-			&r.ResourceType, &r.ResourceID, &r.Version, &at, &r.Payload, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("load inbox rows: %w", err)
+	scan := func(rows pgx.Rows) error {
+		for rows.Next() {
+			r := &Loaded{}
+			var at *time.Time
+			var body []byte
+			if err := rows.Scan(&r.Provider, &r.SourceAccount, &r.Environment, &r.EventID, &r.EndpointID, &r.EventType,
+				&r.ResourceType, &r.ResourceID, &r.Version, &at, &r.Payload, &r.Status, &r.Attempts, &r.ReceivedAt, &r.FirstFailedAt,
+				&body); err != nil {
+				return err
+			}
+			out[r.Key] = r
+			switch {
+			case at == nil:
+			case joined && holds(cur, *at):
+				r.Payload = body // nil once purged
+			default:
+				withBody, bodyAt = append(withBody, r), append(bodyAt, *at)
+			}
 		}
-		out[r.Key] = r
-		if at != nil {
-			withBody, bodyAt = append(withBody, r), append(bodyAt, *at)
+		return rows.Err()
+	}
+	var err error
+	if joined {
+		_, err = probed(ctx, pool, scan, loadWithBodiesSQL(cur.Name), p, a, e, id)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			// The partition was dropped since the cache was read: read
+			// the partitions again, and this batch without it.
+			if err := cache.refresh(ctx, pool); err != nil {
+				return nil, fmt.Errorf("load inbox rows: %w", err)
+			}
+			clear(out)
+			withBody, bodyAt, joined = nil, nil, false
 		}
 	}
-	if err := rows.Err(); err != nil {
+	if !joined {
+		var rows pgx.Rows
+		if rows, err = pool.Query(ctx, loadSQL, p, a, e, id); err == nil {
+			err = scan(rows)
+			rows.Close()
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("load inbox rows: %w", err)
 	}
 	if len(withBody) == 0 {
