@@ -118,7 +118,10 @@ SELECT count(*) FROM d`
 // ForgetIdentities deletes, batch rows per statement, the ledger rows of
 // finished events received before finishedBefore and of dead events
 // received before deadBefore, then VACUUMs webhook_inbox when it deleted
-// any, so retention leaves no dead tuples behind. An event redelivered
+// any, so retention leaves no dead tuples behind. The vacuum leaves the
+// ledger's empty tail pages (TRUNCATE false, migration 00047): truncating
+// them takes an ACCESS EXCLUSIVE lock that intake and the processor's marks
+// wait behind, for pages new identities fill again at once. An event redelivered
 // after its identity is forgotten is taken as new: that is why the horizon
 // (retention.identity_age) is longer than any provider redelivers, and the
 // processor's writes stay idempotent on their own (facts by their
@@ -139,7 +142,7 @@ func ForgetIdentities(ctx context.Context, pool *pgxpool.Pool, finishedBefore, d
 		}
 	}
 	if total > 0 {
-		if _, err := pool.Exec(ctx, `VACUUM webhook_inbox`); err != nil {
+		if _, err := pool.Exec(ctx, `VACUUM (TRUNCATE false) webhook_inbox`); err != nil {
 			return total, fmt.Errorf("vacuum webhook_inbox after forgetting identities: %w", err)
 		}
 	}
