@@ -146,7 +146,7 @@ func (c *partCache) place(at time.Time) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.parts {
-		if (p.From == nil || !at.Before(*p.From)) && (p.To == nil || at.Before(*p.To)) {
+		if p.Holds(at) {
 			return p.Name, true
 		}
 	}
@@ -174,7 +174,7 @@ func (c *partCache) current(ctx context.Context, pool *pgxpool.Pool, now time.Ti
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, p := range c.parts {
-			if p.From != nil && p.To != nil && !now.Before(*p.From) && now.Before(*p.To) {
+			if p.From != nil && p.To != nil && p.Holds(now) {
 				return p, true, false
 			}
 		}
@@ -189,11 +189,6 @@ func (c *partCache) current(ctx context.Context, pool *pgxpool.Pool, now time.Ti
 	}
 	p, ok, _ = find()
 	return p, ok
-}
-
-// holds reports whether the bounded partition p holds at.
-func holds(p partition.Partition, at time.Time) bool {
-	return !at.Before(*p.From) && at.Before(*p.To)
 }
 
 // bodySQL is the body of the inbox row w: its row in webhook_inbox_body
@@ -244,7 +239,7 @@ func Load(ctx context.Context, pool *pgxpool.Pool, keys []Key) (map[Key]*Loaded,
 			out[r.Key] = r
 			switch {
 			case at == nil:
-			case joined && holds(cur, *at):
+			case joined && cur.Holds(*at):
 				r.Payload = body // nil once purged
 			default:
 				withBody, bodyAt = append(withBody, r), append(bodyAt, *at)

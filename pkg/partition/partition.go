@@ -54,6 +54,11 @@ type Partition struct {
 	From, To    *time.Time
 }
 
+// Holds reports whether t falls in p's range; a nil bound is unbounded.
+func (p Partition) Holds(t time.Time) bool {
+	return (p.From == nil || !t.Before(*p.From)) && (p.To == nil || t.Before(*p.To))
+}
+
 // Change is a partition a pass created or dropped.
 type Change struct {
 	Table     string    `json:"table"`
@@ -218,7 +223,7 @@ func covering(ps []Partition, t time.Time) (Partition, bool) {
 		if p.From == nil && p.To == nil {
 			continue // DEFAULT
 		}
-		if (p.From == nil || !p.From.After(t)) && (p.To == nil || p.To.After(t)) {
+		if p.Holds(t) {
 			return p, true
 		}
 	}
