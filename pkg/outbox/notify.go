@@ -57,6 +57,11 @@ const MinGap = 2 * time.Millisecond
 // a failure; the relays' polls cover the rows meanwhile.
 const retryAfter = time.Second
 
+// notifyTimeout bounds one notification, connecting included: a database
+// that stops answering costs the relays their wake-ups (they poll), never
+// a Notifier stuck on a dead connection for good.
+const notifyTimeout = 5 * time.Second
+
 // Notifier wakes the relays after commits.
 type Notifier struct {
 	pool *pgxpool.Pool
@@ -119,6 +124,8 @@ func (n *Notifier) Run(ctx context.Context) {
 // notify sends one notification on the Notifier's connection, connecting
 // and reading the outbox's schema first when it has none.
 func (n *Notifier) notify(ctx context.Context, schema *string) error {
+	ctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+	defer cancel()
 	if n.conn == nil {
 		cfg := n.pool.Config().ConnConfig.Copy()
 		if cfg.RuntimeParams == nil {
