@@ -1,10 +1,8 @@
 package inbox
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,21 +295,6 @@ func TestBodyProbesStayProbesWhenAPartitionFillsAfterItsPlan(t *testing.T) {
 	require.Positive(t, idx1-idx0)
 }
 
-// roundTrips counts the statements and batches a pool sends.
-type roundTrips struct{ n atomic.Int64 }
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	r.n.Add(1)
-	return ctx
-}
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
 // The processor reads a batch of events received now, bodies included, in
 // one round trip (loadWithBodiesSQL), and the bodies of older events from
 // their own partitions after; a purged body is nil wherever it was. Fails
@@ -351,33 +334,28 @@ func TestLoadReadsTheBodiesOfNowWithTheRows(t *testing.T) {
 	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT count(DISTINCT tableoid) FROM webhook_inbox_body`).Scan(&used))
 	require.Equal(t, 2, used, "the bodies of now and of the day before in two partitions")
 
-	trips := &roundTrips{}
-	cfg := s.Pool.Config().Copy()
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	load := func(recs ...*Record) (map[Key]*Loaded, int64) {
+	pool, trace := s.Traced(t)
+	load := func(recs ...*Record) (map[Key]*Loaded, int) {
 		t.Helper()
 		keys := make([]Key, len(recs))
 		for i, r := range recs {
 			keys[i] = r.Key()
 		}
-		trips.n.Store(0)
+		trace.Reset()
 		got, err := Load(ctx, pool, keys)
 		require.NoError(t, err)
 		require.Len(t, got, len(recs))
-		return got, trips.n.Load()
+		return got, trace.RoundTrips()
 	}
 	load(fresh) // reads the partitions
 
 	got, n := load(fresh, purged)
-	require.Equal(t, int64(1), n, "rows and bodies of now in one round trip")
+	require.Equal(t, 1, n, "rows and bodies of now in one round trip")
 	require.JSONEq(t, `{"id":"evt_now"}`, string(got[fresh.Key()].Payload))
 	require.Nil(t, got[purged.Key()].Payload)
 
 	got, n = load(fresh, old, purged)
-	require.Equal(t, int64(2), n, "the older body in a second round trip")
+	require.Equal(t, 2, n, "the older body in a second round trip")
 	require.JSONEq(t, `{"id":"evt_now"}`, string(got[fresh.Key()].Payload))
 	require.JSONEq(t, `{"id":"evt_old"}`, string(got[old.Key()].Payload))
 	require.Nil(t, got[purged.Key()].Payload)

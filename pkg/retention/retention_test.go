@@ -292,20 +292,6 @@ VALUES ('stripe', 'a', 'test', 'subscription/sub_1@v1', 'change:billing', 'e', '
 	require.Equal(t, []string{"in_1", "subscription/sub_3@v1", "subscription/sub_4@v1"}, left)
 }
 
-// sqlLog keeps the statements a pool sends.
-type sqlLog struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (l *sqlLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	l.mu.Lock()
-	l.sql = append(l.sql, d.SQL)
-	l.mu.Unlock()
-	return ctx
-}
-func (l *sqlLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
 // The ledger takes new identities all the time: a vacuum after forgetting
 // identities must not truncate its empty tail pages, which takes an ACCESS
 // EXCLUSIVE lock that intake and the processor's marks wait behind (a
@@ -321,25 +307,18 @@ func TestVacuumsOfTheLedgerLeaveItsPages(t *testing.T) {
 	require.NoError(t, s.Pool.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'webhook_inbox'::regclass`).Scan(&opts))
 	require.Contains(t, opts, "vacuum_truncate=false")
 
-	log := &sqlLog{}
-	cfg := s.Pool.Config().Copy()
-	cfg.ConnConfig.Tracer = log
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
-	_, err = inbox.Insert(ctx, pool, []*inbox.Record{record("evt_1", "s")}, time.Now())
+	pool, trace := s.Traced(t)
+	_, err := inbox.Insert(ctx, pool, []*inbox.Record{record("evt_1", "s")}, time.Now())
 	require.NoError(t, err)
 	exec(t, pool, `UPDATE webhook_inbox SET status = 'processed', received_at = now() - interval '40 days'`)
 	n, err := inbox.ForgetIdentities(ctx, pool, time.Now().Add(-35*24*time.Hour), time.Now().Add(-35*24*time.Hour), 10)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	var vacuums []string
-	log.mu.Lock()
-	for _, q := range log.sql {
+	for _, q := range trace.SQL() {
 		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(q)), "VACUUM") {
 			vacuums = append(vacuums, q)
 		}
 	}
-	log.mu.Unlock()
 	require.Equal(t, []string{"VACUUM (TRUNCATE false) webhook_inbox"}, vacuums)
 }
