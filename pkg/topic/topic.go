@@ -39,20 +39,7 @@ func EnsureCompacted(ctx context.Context, cl *kgo.Client, topic string, partitio
 	if err != nil {
 		return n, err
 	}
-	// A topic just created (here or by another service) is known to the
-	// controller before every broker: the broker that answers a describe
-	// may not host it yet for a moment (UNKNOWN_TOPIC_OR_PARTITION on a
-	// real cluster right after the create). Ask again until it does.
-	wait, cancel := context.WithTimeout(ctx, visibleTimeout)
-	defer cancel()
-	policy, err := CleanupPolicy(wait, cl, topic)
-	for errors.Is(err, kerr.UnknownTopicOrPartition) && wait.Err() == nil {
-		select {
-		case <-wait.Done():
-		case <-time.After(200 * time.Millisecond):
-		}
-		policy, err = CleanupPolicy(wait, cl, topic)
-	}
+	policy, err := CleanupPolicy(ctx, cl, topic)
 	if err != nil {
 		return n, err
 	}
@@ -62,8 +49,27 @@ func EnsureCompacted(ctx context.Context, cl *kgo.Client, topic string, partitio
 	return n, nil
 }
 
-// CleanupPolicy returns the topic's cleanup.policy.
+// CleanupPolicy returns the topic's cleanup.policy. A topic just created
+// (here or by another service) is known to the controller before every
+// broker: the broker that answers a describe may not host it yet for a
+// moment (UNKNOWN_TOPIC_OR_PARTITION on a real cluster right after the
+// create). CleanupPolicy asks again, for up to visibleTimeout, until one
+// does.
 func CleanupPolicy(ctx context.Context, cl *kgo.Client, topic string) (string, error) {
+	wait, cancel := context.WithTimeout(ctx, visibleTimeout)
+	defer cancel()
+	policy, err := cleanupPolicy(wait, cl, topic)
+	for errors.Is(err, kerr.UnknownTopicOrPartition) && wait.Err() == nil {
+		select {
+		case <-wait.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+		policy, err = cleanupPolicy(wait, cl, topic)
+	}
+	return policy, err
+}
+
+func cleanupPolicy(ctx context.Context, cl *kgo.Client, topic string) (string, error) {
 	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		return "", fmt.Errorf("describe configs of topic %s: %w", topic, err)
