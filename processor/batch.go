@@ -259,6 +259,10 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		// until TCP keepalive ends the orphan.
 		b.Queue(`SET LOCAL lock_timeout = '` + writeLockTimeout + `'`)
 		fence.QueueCheck(b, w.tok)
+		var changes *projection.Changes
+		if w.p.cfg.ChangesTopic != "" {
+			changes = projection.NewChanges(w.p.cfg.ChangesTopic)
+		}
 		written := make(map[string]bool)
 		for _, st := range steps {
 			st.res = projection.Result{}
@@ -271,14 +275,14 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				ep := w.p.endpoints[st.row.endpointID]
 				projection.QueueVersioned(b, projection.Write{Resource: m.Resource, Version: &v, State: s.State,
 					Status: s.Status, Deleted: s.Deleted, EventID: m.EventID, Generation: w.tok.Generation,
-					Incremental: ep != nil && ep.Incremental, ChangesTopic: w.p.cfg.ChangesTopic}, &st.res)
+					Incremental: ep != nil && ep.Incremental, Changes: changes}, &st.res)
 			}
 			if st.plan.Fetch {
 				fr := fetched[m.Resource.Key()]
 				if fr.err == nil && !written[m.Resource.Key()] {
 					written[m.Resource.Key()] = true
 					projection.QueueFetchedResult(b, projection.Write{Resource: m.Resource, State: fr.f.State, Status: fr.f.Status,
-						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation, ChangesTopic: w.p.cfg.ChangesTopic},
+						Deleted: fr.f.Deleted, EventID: m.EventID, Generation: w.tok.Generation, Changes: changes},
 						fr.start, &fr.res)
 				}
 			}
@@ -308,6 +312,9 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 			refresh, parks = refreshes(st, marks, refresh, parks)
 		}
 		b = &pgx.Batch{}
+		// The change records of the writes above, in their order: the
+		// projection rows they describe stay locked until commit.
+		changes.Queue(b)
 		queueTransitions(b, transitions)
 		projection.QueueHistory(b, hist)
 		queueMarks(b, marks)

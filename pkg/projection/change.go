@@ -12,37 +12,96 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 )
 
-// changeHead + decision + changeTail (+ more conditions) + ")" is the CTE
-// that turns a projection write into its change record, queued in the
-// outbox by the statement that wrote the projection: the record exists
-// exactly when the write committed, under the same fence check, and a
-// refused or rolled-back write (stale, duplicate, fenced) has none. It reads
-// the row as the upsert left it (the up CTE's RETURNING, changeReturning),
-// so the record is the stored projection, not what the event proposed. $13
-// is the resource's key, $14 the changes topic (empty: no record). The
-// record's fields are message.Change's (schemas/change.schema.json).
+// changeHead + decision + changeTail (+ more conditions) + ")" is the
+// column that turns a projection write into its change record: the record
+// of the row as the upsert left it (the up CTE's RETURNING,
+// changeReturning), so the record is the stored projection, not what the
+// event proposed, and NULL when the write changed nothing (refused, stale,
+// duplicate). The record's fields are message.Change's
+// (schemas/change.schema.json).
 //
-// The outbox row's id is taken after the upsert locked the projection row,
-// and the lock is held until commit, so a resource's change rows are
-// numbered in the order of its writes; the relay publishes a change row
-// only after every earlier row of its key left the outbox (its claimSQL).
+// The write returns its record and Changes.Queue inserts the records of a
+// transaction's writes into the outbox in one statement, in the order of
+// the writes, later in the same transaction: the records exist exactly
+// when the writes committed, under the same fence check, and a rolled-back
+// write (fenced) has none. The upsert locked each projection row it wrote,
+// and the lock is held until commit, so the outbox ids are taken after it
+// and a resource's change rows are numbered in the order of its writes;
+// the relay publishes a change row only after every earlier row of its key
+// left the outbox (its claimSQL). One INSERT for the batch, where each
+// write held its own, spares every write the outbox's insert plan, its
+// indexes and its trigger.
 const (
-	changeHead = `change AS (
-    INSERT INTO outbox (message_key, message, topic)
-    SELECT $13, json_build_object(
+	changeHead = `(SELECT json_build_object(
         'provider', $1::text, 'source_account', $2::text, 'environment', $3::text,
         'resource_type', $4::text, 'resource_id', $5::text,
         'decision', '`
 	changeTail = `', 'event_id', u.source_event_id, 'fence_generation', u.fence_generation,
         'provider_version', u.provider_version, 'fetch_seq', u.fetch_seq, 'fetched_at', u.fetched_at,
         'status', coalesce(u.status, ''), 'deleted', u.deleted, 'state', u.state,
-        'changed_at', u.updated_at)::text, $14::text
+        'changed_at', u.updated_at)::text
     FROM up u
-    WHERE $14::text <> ''`
-	// changeReturning is what up returns for the change CTE.
+    WHERE true`
+	// changeReturning is what up returns for the change column.
 	changeReturning = `RETURNING p.provider_version, p.state, p.status, p.deleted, p.source_event_id,
         p.fence_generation, p.fetch_seq, p.fetched_at, p.updated_at`
 )
+
+// Changes collects the change records of one transaction's projection
+// writes (Write.Changes), in the order their results are read, which is
+// the order they were queued; Queue or Insert puts them in the outbox, in
+// that transaction, after the writes. A nil *Changes collects nothing.
+type Changes struct {
+	topic      string
+	keys, msgs []string
+}
+
+// NewChanges collects change records for topic.
+func NewChanges(topic string) *Changes { return &Changes{topic: topic} }
+
+func (c *Changes) add(r message.Resource, change *string) {
+	if c != nil && change != nil {
+		c.keys, c.msgs = append(c.keys, r.Key()), append(c.msgs, *change)
+	}
+}
+
+// Len is how many records c holds.
+func (c *Changes) Len() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.keys)
+}
+
+// changesSQL inserts the records in their order: the ids of the outbox's
+// sequence are taken row by row as the sorted rows reach the insert.
+const changesSQL = `
+INSERT INTO outbox (message_key, message, topic)
+SELECT k, m, $3::text FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c(k, m, n)
+ORDER BY n`
+
+// Queue queues the insert of the records collected so far on b, and
+// forgets them.
+func (c *Changes) Queue(b *pgx.Batch) {
+	if c.Len() == 0 {
+		return
+	}
+	b.Queue(changesSQL, c.keys, c.msgs, c.topic)
+	c.keys, c.msgs = nil, nil
+}
+
+// Insert inserts the records collected so far in tx.
+func (c *Changes) Insert(ctx context.Context, tx pgx.Tx) error {
+	b := &pgx.Batch{}
+	c.Queue(b)
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("queue change records: %w", err)
+	}
+	return nil
+}
 
 // Current is the decision of a change record that republishes a stored
 // projection (Republish): no write happened, the record says what is.

@@ -57,13 +57,18 @@ func compileChangeSchema(t *testing.T) *jsonschema.Schema {
 	return sch
 }
 
-func inTx(t *testing.T, s *dbtest.Schema, queue func(b *pgx.Batch)) {
+// inTx runs the writes queue queues in one transaction, then inserts the
+// change records of those given c, as the processor does.
+func inTx(t *testing.T, s *dbtest.Schema, queue func(b *pgx.Batch, c *projection.Changes)) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		queue(b)
-		return tx.SendBatch(ctx, b).Close()
+		b, c := &pgx.Batch{}, projection.NewChanges(changesTopic)
+		queue(b, c)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		return c.Insert(ctx, tx)
 	}))
 }
 
@@ -79,9 +84,8 @@ func TestOnlyWritesThatChangedAProjectionQueueAChangeRecord(t *testing.T) {
 	r := res("sub_changes")
 	versioned := func(w projection.Write) string {
 		t.Helper()
-		w.ChangesTopic = changesTopic
 		var out projection.Result
-		inTx(t, s, func(b *pgx.Batch) { projection.QueueVersioned(b, w, &out) })
+		inTx(t, s, func(b *pgx.Batch, c *projection.Changes) { w.Changes = c; projection.QueueVersioned(b, w, &out) })
 		return out.Outcome
 	}
 	require.Equal(t, projection.Applied, versioned(snap(r, 10, "active")))
@@ -115,9 +119,9 @@ func TestOnlyWritesThatChangedAProjectionQueueAChangeRecord(t *testing.T) {
 	fetched := func(status string, start projection.FetchStart) string {
 		t.Helper()
 		var out projection.Result
-		inTx(t, s, func(b *pgx.Batch) {
+		inTx(t, s, func(b *pgx.Batch, c *projection.Changes) {
 			projection.QueueFetchedResult(b, projection.Write{Resource: f, State: []byte(fmt.Sprintf(`{"status":%q}`, status)),
-				Status: status, EventID: "ev_f_" + status, Generation: 2, ChangesTopic: changesTopic}, start, &out)
+				Status: status, EventID: "ev_f_" + status, Generation: 2, Changes: c}, start, &out)
 		})
 		return out.Outcome
 	}
@@ -141,7 +145,7 @@ func TestOnlyWritesThatChangedAProjectionQueueAChangeRecord(t *testing.T) {
 	none := res("sub_no_topic")
 	v := int64(1)
 	var out projection.Result
-	inTx(t, s, func(b *pgx.Batch) {
+	inTx(t, s, func(b *pgx.Batch, _ *projection.Changes) {
 		projection.QueueVersioned(b, projection.Write{Resource: none, Version: &v, State: []byte(`{}`), Generation: 1}, &out)
 	})
 	require.Equal(t, projection.Applied, out.Outcome)
@@ -163,9 +167,9 @@ func TestRacingFetchedWritesEndTheStreamOnTheStoredState(t *testing.T) {
 		f := res(fmt.Sprintf("sub_race_%d", i))
 		write := func(status string, start projection.FetchStart) {
 			var out projection.Result
-			inTx(t, s, func(b *pgx.Batch) {
+			inTx(t, s, func(b *pgx.Batch, c *projection.Changes) {
 				projection.QueueFetchedResult(b, projection.Write{Resource: f, State: []byte(fmt.Sprintf(`{"status":%q}`, status)),
-					Status: status, Generation: 1, ChangesTopic: changesTopic}, start, &out)
+					Status: status, Generation: 1, Changes: c}, start, &out)
 			})
 		}
 		write("active", startFetch(t, s))
@@ -204,7 +208,7 @@ func TestRepublishQueuesEveryProjectionOnce(t *testing.T) {
 		}
 		w := snap(r, int64(i+1), "active")
 		var out projection.Result
-		inTx(t, s, func(b *pgx.Batch) { projection.QueueVersioned(b, w, &out) }) // no topic: no record
+		inTx(t, s, func(b *pgx.Batch, _ *projection.Changes) { projection.QueueVersioned(b, w, &out) }) // no Changes: no record
 		want = append(want, r.Key())
 	}
 	var calls int
@@ -228,4 +232,38 @@ func TestRepublishQueuesEveryProjectionOnce(t *testing.T) {
 	require.ElementsMatch(t, want, got)
 	_, err = projection.Republish(ctx, s.Pool, "", 0, nil)
 	require.Error(t, err)
+}
+
+// The change records of one transaction's writes reach the outbox in the
+// order of the writes, one resource written several times included: the
+// ids the relay orders a key's records by follow the writes. Fails if the
+// records are inserted in another order than they were collected.
+func TestChangeRecordsOfOneTransactionFollowItsWrites(t *testing.T) {
+	t.Parallel()
+	s := dbtest.New(t)
+	a, b := res("sub_order_a"), res("sub_order_b")
+	var outs [5]projection.Result
+	inTx(t, s, func(bt *pgx.Batch, c *projection.Changes) {
+		for i, w := range []projection.Write{snap(a, 1, "trialing"), snap(b, 1, "active"), snap(a, 2, "active"),
+			snap(a, 3, "past_due"), snap(b, 2, "canceled")} {
+			w.Changes = c
+			projection.QueueVersioned(bt, w, &outs[i])
+		}
+	})
+	for _, o := range outs {
+		require.Equal(t, projection.Applied, o.Outcome)
+	}
+	rows, err := s.Pool.Query(context.Background(), `SELECT message FROM outbox WHERE topic IS NOT NULL ORDER BY id`)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var msg string
+		require.NoError(t, rows.Scan(&msg))
+		c, err := message.DecodeChange([]byte(msg))
+		require.NoError(t, err)
+		got = append(got, fmt.Sprintf("%s v%d %s", c.ID, *c.Version, c.Status))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"sub_order_a v1 trialing", "sub_order_b v1 active", "sub_order_a v2 active",
+		"sub_order_a v3 past_due", "sub_order_b v2 canceled"}, got)
 }

@@ -118,9 +118,9 @@ type Write struct {
 	Generation int64
 	// Incremental demands Version == current+1.
 	Incremental bool
-	// ChangesTopic is where the write's change record goes when the write
-	// changed the projection (see changeHead). Defaults to none: no record.
-	ChangesTopic string
+	// Changes collects the write's change record when the write changed
+	// the projection (see changeHead). nil: no record.
+	Changes *Changes
 }
 
 // versionedSQL decides and writes in one statement, and returns its
@@ -179,7 +179,7 @@ WITH old AS (
       AND (EXCLUDED.provider_version > p.provider_version
            OR (EXCLUDED.provider_version = p.provider_version AND EXCLUDED.deleted AND NOT p.deleted))
     ` + changeReturning + `
-), ` + versionedChange + `, park AS (
+), park AS (
     UPDATE projection p SET needs_reconcile = true, updated_at = now(),
         parked_at = CASE WHEN p.needs_reconcile THEN coalesce(p.parked_at, now()) ELSE now() END,
         reconcile_checked_at = CASE WHEN p.needs_reconcile THEN p.reconcile_checked_at END,
@@ -195,7 +195,8 @@ WITH old AS (
 SELECT CASE
     WHEN EXISTS (SELECT 1 FROM up) THEN 'applied'
     ELSE coalesce((SELECT CASE WHEN v = 'newer' THEN 'stale' ELSE v END FROM verdict), 'stale') END,
-    coalesce((SELECT ` + labelSQL + ` FROM old), '')`
+    coalesce((SELECT ` + labelSQL + ` FROM old), ''),
+    ` + versionedChange
 
 // Result is what a write did and what it found.
 type Result struct {
@@ -214,6 +215,9 @@ func ApplyVersioned(ctx context.Context, tx pgx.Tx, w Write) (string, error) {
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return "", err
 	}
+	if err := w.Changes.Insert(ctx, tx); err != nil {
+		return "", err
+	}
 	return res.Outcome, nil
 }
 
@@ -228,16 +232,18 @@ func QueueVersioned(b *pgx.Batch, w Write, res *Result) {
 	args := []any{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
 		v, string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, w.Incremental}
 	sql := versionedPlainSQL
-	if w.ChangesTopic != "" {
-		sql, args = versionedSQL, append(args, r.Key(), w.ChangesTopic)
+	if w.Changes != nil {
+		sql = versionedSQL
 	}
 	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		if w.Version == nil {
 			return fmt.Errorf("apply versioned projection %s: no version", r.Key())
 		}
-		if err := row.Scan(&res.Outcome, &res.Previous); err != nil {
+		var change *string
+		if err := row.Scan(&res.Outcome, &res.Previous, &change); err != nil {
 			return fmt.Errorf("apply versioned projection %s: %w", r.Key(), err)
 		}
+		w.Changes.add(r, change)
 		return nil
 	})
 }
@@ -279,20 +285,19 @@ WITH old AS MATERIALIZED (
     WHERE CASE WHEN p.fetch_seq IS NOT NULL THEN EXCLUDED.fetch_seq >= p.fetch_seq
                ELSE p.fetched_at IS NULL OR EXCLUDED.fetched_at >= p.fetched_at END
     ` + changeReturning + `
-), ` + fetchedChange + `
+)
 SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
-       coalesce((SELECT ` + labelSQL + ` FROM old), '')`
+       coalesce((SELECT ` + labelSQL + ` FROM old), ''),
+       ` + fetchedChange
 
 // versionedChange and fetchedChange are the change CTEs of versionedSQL and
 // fetchedSQL; a fetch that found what was stored changes nothing
 // downstream.
 const (
-	versionedChange = changeHead + Applied + changeTail + `
-)`
-	fetchedChange = changeHead + Fetched + changeTail + `
+	versionedChange = changeHead + Applied + changeTail + `)`
+	fetchedChange   = changeHead + Fetched + changeTail + `
       AND NOT EXISTS (SELECT 1 FROM old o WHERE o.state = u.state AND o.status IS NOT DISTINCT FROM u.status
-                      AND o.deleted = u.deleted)
-)`
+                      AND o.deleted = u.deleted))`
 )
 
 // versionedPlainSQL and fetchedPlainSQL are the statements without their
@@ -304,7 +309,7 @@ var (
 )
 
 func withoutChange(sql, change string) string {
-	out := strings.Replace(sql, ", "+change, "", 1)
+	out := strings.Replace(sql, change, "NULL::text", 1)
 	if out == sql {
 		panic("projection: statement without its change CTE")
 	}
@@ -354,15 +359,17 @@ func queueFetched(b *pgx.Batch, w Write, start FetchStart, set func(outcome, pre
 	args := []any{r.Provider, r.SourceAccount, r.Environment, r.Type, r.ID,
 		string(w.State), w.Status, w.Deleted, w.EventID, w.Generation, start.At, start.Seq}
 	sql := fetchedPlainSQL
-	if w.ChangesTopic != "" {
-		sql, args = fetchedSQL, append(args, r.Key(), w.ChangesTopic)
+	if w.Changes != nil {
+		sql = fetchedSQL
 	}
 	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		var outcome, prev string
-		if err := row.Scan(&outcome, &prev); err != nil {
+		var change *string
+		if err := row.Scan(&outcome, &prev, &change); err != nil {
 			return fmt.Errorf("write fetched projection %s: %w", r.Key(), err)
 		}
 		set(outcome, prev)
+		w.Changes.add(r, change)
 		return nil
 	})
 }

@@ -36,15 +36,20 @@ func BenchmarkVersionedWrite(b *testing.B) {
 				tx, err := s.Pool.Begin(ctx)
 				require.NoError(b, err)
 				batch := &pgx.Batch{}
+				var changes *projection.Changes
+				if topic != "" {
+					changes = projection.NewChanges(topic)
+				}
 				res := make([]projection.Result, perTx)
 				for j := range perTx {
 					n := i + j
 					v := int64(n/resources + 1)
 					projection.QueueVersioned(batch, projection.Write{
 						Resource: message.Resource{Provider: "chargebee", SourceAccount: "site", Environment: "test", Type: "subscription", ID: fmt.Sprintf("sub_%d", n%resources)},
-						Version:  &v, State: state, Status: "active", EventID: fmt.Sprintf("ev_%d", n), Generation: 1, ChangesTopic: topic}, &res[j])
+						Version:  &v, State: state, Status: "active", EventID: fmt.Sprintf("ev_%d", n), Generation: 1, Changes: changes}, &res[j])
 				}
 				require.NoError(b, tx.SendBatch(ctx, batch).Close())
+				require.NoError(b, changes.Insert(ctx, tx))
 				require.NoError(b, tx.Commit(ctx))
 				for _, r := range res {
 					if r.Outcome != projection.Applied {
