@@ -9,7 +9,10 @@
 # RATE defaults to 2500 (events/s), ROUNDS to 3. A side is today (the
 # baseline binary), new (this checkout, the ladder's config), new-off (the
 # same with the change stream off: `changes: {publish: false}`) or new:FILE
-# (FILE replaces the ladder's retention keys in the config).
+# (FILE replaces the ladder's retention keys in the config); a side ending
+# in @DIR builds its new layout from the checkout in DIR (a worktree of
+# another commit) instead of this one. Each round runs the sides in another
+# order (rotated by one), so no side always runs first or last.
 # Defaults: today new-off new.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +40,13 @@ changes:
   publish: false
 YAML
 results=$(mktemp)
+n=${#sides[@]}
 for r in $(seq 1 "$rounds"); do
-  for side in "${sides[@]}"; do
+  for i in $(seq 0 $((n - 1))); do
+    label=${sides[$(( (i + r - 1) % n ))]}
+    side=${label%@*}
+    dir=.
+    [ "$side" = "$label" ] || dir=${label#*@}
     case $side in
       today) args=(-storage-sides today) ;;
       new) args=(-storage-sides new) ;;
@@ -46,9 +54,9 @@ for r in $(seq 1 "$rounds"); do
       new:*) args=(-storage-sides new -storage-new-config "${side#new:}") ;;
       *) echo "unknown side $side" >&2; exit 2 ;;
     esac
-    out=$("$bin" -storage -storage-parts ladder "${args[@]}" -storage-ladder-start "$rate" -storage-ladder-max-steps 1 2>&1)
-    json=$(grep -o 'bench-results/[^ ]*\.json' <<<"$out" | tail -1)
-    python3 - "$json" "$side" "$r" "$rate" >>"$results" <<'PY'
+    out=$(cd "$dir" && "$bin" -storage -storage-parts ladder "${args[@]}" -storage-ladder-start "$rate" -storage-ladder-max-steps 1 2>&1)
+    json=$dir/$(grep -o 'bench-results/[^ ]*\.json' <<<"$out" | tail -1)
+    python3 - "$json" "$label" "$r" "$rate" >>"$results" <<'PY'
 import json, sys
 path, side, r, rate = sys.argv[1:]
 d = json.load(open(path))
