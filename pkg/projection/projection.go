@@ -290,8 +290,8 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
        coalesce((SELECT ` + labelSQL + ` FROM old), ''),
        ` + fetchedChange
 
-// versionedChange and fetchedChange are the change CTEs of versionedSQL and
-// fetchedSQL; a fetch that found what was stored changes nothing
+// versionedChange and fetchedChange are the change columns of versionedSQL
+// and fetchedSQL; a fetch that found what was stored changes nothing
 // downstream.
 const (
 	versionedChange = changeHead + Applied + changeTail + `)`
@@ -301,8 +301,8 @@ const (
 )
 
 // versionedPlainSQL and fetchedPlainSQL are the statements without their
-// change CTE, for a processor whose change stream is off: no INSERT into
-// the outbox is planned or run, and the outbox's trigger is not reached.
+// change column (NULL in its place), for a processor whose change stream
+// is off: no record is built.
 var (
 	versionedPlainSQL = withoutChange(versionedSQL, versionedChange)
 	fetchedPlainSQL   = withoutChange(fetchedSQL, fetchedChange)
@@ -311,7 +311,7 @@ var (
 func withoutChange(sql, change string) string {
 	out := strings.Replace(sql, change, "NULL::text", 1)
 	if out == sql {
-		panic("projection: statement without its change CTE")
+		panic("projection: statement without its change column")
 	}
 	return out
 }
