@@ -246,6 +246,9 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 	now := w.p.cfg.Now()
 	var hist []projection.HistoryEntry
 	var marks []mark
+	// Whether the committed transaction queued change records: the relays
+	// are woken for them.
+	var changed bool
 	txStart := time.Now()
 	err := pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
 		hist, marks = hist[:0], marks[:0]
@@ -314,6 +317,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		b = &pgx.Batch{}
 		// The change records of the writes above, in their order: the
 		// projection rows they describe stay locked until commit.
+		changed = changes.Len() > 0
 		changes.Queue(b)
 		queueTransitions(b, transitions)
 		projection.QueueHistory(b, hist)
@@ -329,7 +333,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		}
 		return fmt.Errorf("write batch of %d: %w", len(steps), err)
 	}
-	if w.p.cfg.ChangesTopic != "" && wroteChanges(steps, fetched) {
+	if changed {
 		w.p.changes.Wake()
 	}
 	done := w.p.cfg.Now()
@@ -547,20 +551,4 @@ func queueMarks(b *pgx.Batch, marks []mark) {
 // died with msg.
 func deadReason(eventID, msg string) string {
 	return "event " + eventID + " dead: " + msg
-}
-
-// wroteChanges says whether a batch's transaction wrote a projection, and so
-// may have queued change records.
-func wroteChanges(steps []*step, fetched map[string]*fetchResult) bool {
-	for _, st := range steps {
-		if st.res.Outcome == projection.Applied {
-			return true
-		}
-	}
-	for _, fr := range fetched {
-		if fr.res.Outcome == projection.Fetched {
-			return true
-		}
-	}
-	return false
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/hookyard/hookyard/pkg/message"
 )
 
-// changeHead + decision + changeTail (+ more conditions) + ")" is the
+// changeHead + decision + changeTail (+ a WHERE) + ")" is the
 // column that turns a projection write into its change record: the record
 // of the row as the upsert left it (the up CTE's RETURNING,
 // changeReturning), so the record is the stored projection, not what the
@@ -40,8 +40,7 @@ const (
         'provider_version', u.provider_version, 'fetch_seq', u.fetch_seq, 'fetched_at', u.fetched_at,
         'status', coalesce(u.status, ''), 'deleted', u.deleted, 'state', u.state,
         'changed_at', u.updated_at)::text
-    FROM up u
-    WHERE true`
+    FROM up u`
 	// changeReturning is what up returns for the change column.
 	changeReturning = `RETURNING p.provider_version, p.state, p.status, p.deleted, p.source_event_id,
         p.fence_generation, p.fetch_seq, p.fetched_at, p.updated_at`

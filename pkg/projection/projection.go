@@ -296,7 +296,7 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM up) THEN 'fetched' ELSE 'stale' END,
 const (
 	versionedChange = changeHead + Applied + changeTail + `)`
 	fetchedChange   = changeHead + Fetched + changeTail + `
-      AND NOT EXISTS (SELECT 1 FROM old o WHERE o.state = u.state AND o.status IS NOT DISTINCT FROM u.status
+    WHERE NOT EXISTS (SELECT 1 FROM old o WHERE o.state = u.state AND o.status IS NOT DISTINCT FROM u.status
                       AND o.deleted = u.deleted))`
 )
 
