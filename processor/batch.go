@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	actions "github.com/hookyard/hookyard/pkg/action"
+	"github.com/hookyard/hookyard/pkg/db"
 	facts "github.com/hookyard/hookyard/pkg/fact"
 	"github.com/hookyard/hookyard/pkg/fence"
 	"github.com/hookyard/hookyard/pkg/inbox"
@@ -23,6 +24,16 @@ import (
 // writeLockTimeout bounds each wait of a batch's transaction for a row
 // lock; the batch is retried after it.
 const writeLockTimeout = "30s"
+
+// writeSettingsSQL sets a batch's transaction up, in one statement:
+//   - every statement of the batch touches rows by primary key; for
+//     batches of thousands the planner would otherwise hash-join whole
+//     tables;
+//   - a row lock held by another service's orphaned transaction fails the
+//     batch (55P03, retried) instead of stopping the partition until TCP
+//     keepalive ends the orphan.
+const writeSettingsSQL = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+    set_config('lock_timeout', '` + writeLockTimeout + `', true)`
 
 // errNoFetcher: the provider has no API client configured.
 var errNoFetcher = errors.New("no fetcher for provider")
@@ -250,17 +261,17 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 	// are woken for them.
 	var changed bool
 	txStart := time.Now()
-	err := pgx.BeginFunc(ctx, w.p.pool, func(tx pgx.Tx) error {
+	// Two round trips: BEGIN goes with the writes, COMMIT with what
+	// they did.
+	err := func() error {
+		tx, err := db.BeginBatches(ctx, w.p.pool)
+		if err != nil {
+			return err
+		}
+		defer tx.Close(ctx)
 		hist, marks = hist[:0], marks[:0]
 		b := &pgx.Batch{}
-		// Every statement below touches rows by primary key; for batches of
-		// thousands the planner would otherwise hash-join whole tables.
-		b.Queue(`SET LOCAL enable_hashjoin = off`)
-		b.Queue(`SET LOCAL enable_mergejoin = off`)
-		// A row lock held by another service's orphaned transaction fails
-		// the batch (55P03, retried) instead of stopping the partition
-		// until TCP keepalive ends the orphan.
-		b.Queue(`SET LOCAL lock_timeout = '` + writeLockTimeout + `'`)
+		b.Queue(writeSettingsSQL)
 		fence.QueueCheck(b, w.tok)
 		var changes *projection.Changes
 		if w.p.cfg.ChangesTopic != "" {
@@ -303,7 +314,7 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 				}
 			}
 		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := tx.Send(ctx, b); err != nil {
 			return err
 		}
 		// Second round: what happened, in the same transaction.
@@ -324,8 +335,8 @@ func (w *worker) write(ctx context.Context, steps []*step, fetched map[string]*f
 		queueMarks(b, marks)
 		projection.QueueRefresh(b, refresh)
 		projection.QueueNeedsReconcile(b, parks)
-		return tx.SendBatch(ctx, b).Close()
-	})
+		return tx.Commit(ctx, b)
+	}()
 	writeSpans(steps, txStart, time.Now(), err)
 	if err != nil {
 		if errors.Is(err, fence.ErrFenced) {
