@@ -2,12 +2,16 @@ package inbox_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
@@ -39,6 +43,8 @@ func BenchmarkMarks(b *testing.B) {
 	keys = keys[fill:]
 	var lsn0 string
 	require.NoError(b, s.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn0))
+	pids := backendPIDs(b, s.Pool)
+	cpu0 := procCPU(pids)
 	b.ResetTimer()
 	start := time.Now()
 	var next atomic.Int64
@@ -71,6 +77,9 @@ func BenchmarkMarks(b *testing.B) {
 	wg.Wait()
 	el := time.Since(start)
 	b.StopTimer()
+	if cpu0 >= 0 {
+		b.ReportMetric(float64((procCPU(pids)-cpu0).Microseconds())/float64(b.N), "PG-CPU-µs/mark")
+	}
 	var wal float64
 	require.NoError(b, s.Pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)`, lsn0).Scan(&wal))
 	var marked int
@@ -78,4 +87,46 @@ func BenchmarkMarks(b *testing.B) {
 	require.Equal(b, b.N, marked, "every mark applied")
 	b.ReportMetric(el.Seconds()*1e6/float64(b.N), "µs/mark")
 	b.ReportMetric(wal/float64(b.N), "WAL-B/mark")
+}
+
+// backendPIDs opens every connection of pool and returns their server
+// processes.
+func backendPIDs(b *testing.B, pool *pgxpool.Pool) []int {
+	var conns []*pgxpool.Conn
+	var pids []int
+	for range pool.Config().MaxConns {
+		c, err := pool.Acquire(b.Context())
+		require.NoError(b, err)
+		conns = append(conns, c)
+		var pid int
+		require.NoError(b, c.QueryRow(b.Context(), `SELECT pg_backend_pid()`).Scan(&pid))
+		pids = append(pids, pid)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	return pids
+}
+
+// procCPU is the user and system CPU time of the processes pids, from
+// /proc (the server on this machine); -1 when one cannot be read.
+func procCPU(pids []int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return -1
+		}
+		// Fields after the command's closing parenthesis; utime and
+		// stime are the 14th and 15th of the line.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		for _, i := range []int{11, 12} {
+			n, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				return -1
+			}
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }

@@ -388,12 +388,13 @@ type Mark struct {
 // nothing was pending that index looks empty and ties with the primary key;
 // during a backlog each key's probe through it reads every pending row.
 // Compared with a column of the batch, the primary key is the only index
-// that fits.
-// Each key is found by a primary-key probe in a LATERAL subquery (LIMIT 1,
-// so it cannot be flattened into a hash join that reads the whole inbox, as
-// it was on 100k narrow ledger rows without statistics), which locks the
-// row and rechecks its status after any concurrent update; the row is then
-// updated by the ctid that probe returned, the version it holds locked.
+// that fits. QueueMarks turns hash and merge joins off for the rest of its
+// transaction before it (MarkSettings): without statistics, on 100k narrow
+// ledger rows, the planner otherwise hash-joins the batch with the whole
+// ledger. A row updated concurrently
+// is checked again in its new version (the update waits for the other
+// transaction, then re-evaluates the status against it), so a mark applies
+// only to a still-pending event.
 // Nested loops over the primary key are the plan whatever the statistics
 // (TestHotStatementsUseTheirIndexWithOrWithoutStatistics).
 const markSQL = `
@@ -403,13 +404,15 @@ SET status = u.status, outcome = u.outcome, last_error = u.last_error, attempts 
     processed_at = CASE WHEN u.status IN ('processed', 'dead') THEN now() END
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::text[])
      AS u(provider, source_account, environment, event_id, status, outcome, last_error, attempts, next_attempt_at, first_failed_at, loaded_status)
-CROSS JOIN LATERAL (
-    SELECT i.ctid FROM webhook_inbox i
-    WHERE i.provider = u.provider AND i.source_account = u.source_account
-      AND i.environment = u.environment AND i.event_id = u.event_id AND i.status = u.loaded_status
-    LIMIT 1 FOR UPDATE
-) x
-WHERE w.ctid = x.ctid`
+WHERE w.provider = u.provider AND w.source_account = u.source_account
+  AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = u.loaded_status`
+
+// MarkSettings are the planner settings markSQL is planned under
+// (set_config name → value); markSettingsSQL sets them for the rest of the
+// transaction.
+var MarkSettings = map[string]string{"enable_hashjoin": "off", "enable_mergejoin": "off"}
+
+const markSettingsSQL = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 // QueueMarks queues marks into b, for the transaction that applies their
 // events' effects. Each mark applies only while its event is still
@@ -438,6 +441,7 @@ func QueueMarks(b *pgx.Batch, marks []Mark) {
 		firstFailed = append(firstFailed, mk.FirstFailed)
 		loaded = append(loaded, StatusPending)
 	}
+	b.Queue(markSettingsSQL)
 	b.Queue(markSQL, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], errs, attempts, next, firstFailed, loaded).Exec(func(pgconn.CommandTag) error { return nil })
 }
 

@@ -242,6 +242,10 @@ type Case struct {
 	// not per row: a sequential scan of them passes with or without
 	// statistics, as does their index.
 	TinyTables []string
+	// Settings are set_config calls (name → value) made before the
+	// statement is planned, as the transaction that runs it makes them
+	// (the processor's batch disables hash and merge joins).
+	Settings map[string]string
 }
 
 // accepts reports whether reads are the case's: exactly Reads, or, on
@@ -291,7 +295,15 @@ func Check(t *testing.T, pool *pgxpool.Pool, analyzed bool, cases []Case) {
 	for _, c := range cases {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 			t.Run(c.Name+"/"+mode, func(t *testing.T) {
+				for name, value := range c.Settings {
+					_, err := conn.Exec(ctx, `SELECT set_config($1, $2, false)`, pgx.QueryExecModeSimpleProtocol, name, value)
+					require.NoError(t, err)
+				}
 				reads, plan := Reads(t, conn.Conn(), mode, c.SQL, c.Args...)
+				for name := range c.Settings {
+					_, err := conn.Exec(ctx, `RESET `+pgx.Identifier{name}.Sanitize(), pgx.QueryExecModeSimpleProtocol)
+					require.NoError(t, err)
+				}
 				require.True(t, c.accepts(reads, analyzed), "%s (%s) reads %q, not %q; plan:\n%s", c.Name, mode, reads, c.Reads, plan)
 			})
 		}
