@@ -115,6 +115,7 @@ func run(ctx context.Context, name string, args []string, cfg *config.Config, lo
 			// runs on the example config's dev secrets or without an ops token.
 			return fmt.Errorf("refusing to start %s: %w", name, err)
 		}
+		collectLess(log, name, cfg)
 		stopTracing, err := startTracing(ctx, name, log)
 		if err != nil {
 			return err

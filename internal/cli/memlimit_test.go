@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"log/slog"
+	"runtime/debug"
 	"testing"
 	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hookyard/hookyard/pkg/config"
 )
 
 // The receiver holds bodies in memory; without GOMEMLIMIT the Go runtime
@@ -73,4 +77,20 @@ func TestReceiverMemoryLimitFollowsTheContainerUnlessGOMEMLIMITIsSet(t *testing.
 		require.Equal(t, tc.limit, got.Limit, tc.name)
 		require.Equal(t, tc.source, got.Source, tc.name)
 	}
+}
+
+// Every service collects at GOGC=400 unless the operator set GOGC.
+func TestServicesCollectLessUnlessGOGCIsSet(t *testing.T) {
+	prev, prevLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetGCPercent(prev); debug.SetMemoryLimit(prevLimit) })
+	cfg := &config.Config{}
+	log := slog.New(slog.DiscardHandler)
+
+	t.Setenv("GOGC", "")
+	collectLess(log, "processor", cfg)
+	require.Equal(t, gcPercent, debug.SetGCPercent(100), "GOGC unset")
+
+	t.Setenv("GOGC", "150")
+	collectLess(log, "processor", cfg)
+	require.Equal(t, 100, debug.SetGCPercent(100), "the operator's GOGC is left alone")
 }

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
@@ -41,16 +39,6 @@ func runDevCmd(ctx context.Context, e *env, args []string, _ io.Writer) error {
 }
 
 func runReceiver(ctx context.Context, e *env, _ []string, _ io.Writer) error {
-	// The receiver's live heap is small and its garbage per request
-	// large; trading a few MiB for less collection is worth it unless
-	// the operator chose GOGC.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
-	// With GOGC=400 the heap may grow to five times the live data before
-	// a collection: the runtime must know the container's limit, or the
-	// kernel kills the process first.
-	applyMemoryLimit(e.log, os.Getenv, os.DirFS("/"), e.cfg.Receiver.MemoryLimit)
 	r, err := e.receiver()
 	if err != nil {
 		return err
