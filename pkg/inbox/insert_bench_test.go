@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
@@ -89,19 +90,7 @@ func BenchmarkLoadBodies(b *testing.B) {
 				require.NoError(b, err)
 			}
 			const n, batch = 4096, 16
-			keys := make([]inbox.Key, 0, n)
-			for i := 0; i < n; i += 256 {
-				recs := make([]*inbox.Record, 0, 256)
-				for j := range 256 {
-					r := record(fmt.Sprintf("evt_%08d", i+j), "sub_1")
-					recs = append(recs, r)
-					keys = append(keys, key(r.Event.ID))
-				}
-				_, err := inbox.Insert(ctx, s.Pool, recs, time.Now())
-				require.NoError(b, err)
-			}
-			_, err := s.Pool.Exec(ctx, `ANALYZE webhook_inbox, webhook_inbox_body`)
-			require.NoError(b, err)
+			keys := fillInbox(b, s.Pool, n, func(int) string { return "sub_1" })
 			b.ResetTimer()
 			for i := range b.N {
 				at := (i * batch) % n
@@ -112,4 +101,23 @@ func BenchmarkLoadBodies(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "µs/event")
 		})
 	}
+}
+
+// fillInbox stores n pending events (ids evt_000000000 on, resources named
+// by sub), in chunks of 1,000, analyzes the inbox and returns their keys.
+func fillInbox(b *testing.B, pool *pgxpool.Pool, n int, sub func(i int) string) []inbox.Key {
+	keys := make([]inbox.Key, 0, n)
+	for i := 0; i < n; i += 1000 {
+		recs := make([]*inbox.Record, 0, 1000)
+		for j := i; j < min(i+1000, n); j++ {
+			r := record(fmt.Sprintf("evt_%09d", j), sub(j))
+			recs = append(recs, r)
+			keys = append(keys, key(r.Event.ID))
+		}
+		_, err := inbox.Insert(b.Context(), pool, recs, time.Now())
+		require.NoError(b, err)
+	}
+	_, err := pool.Exec(b.Context(), `ANALYZE webhook_inbox, webhook_inbox_body`)
+	require.NoError(b, err)
+	return keys
 }

@@ -21,25 +21,14 @@ import (
 // BenchmarkMarks measures the processor's marks alone: two workers, each
 // marking its own pending events processed in batches of 3 (the
 // processor's mean batch at 1,000/s), one transaction a batch, on a ledger
-// of 20,000 rows; it prints Postgres time and WAL per mark.
+// of 20,000 rows; it prints wall time, the CPU of the pool's server
+// processes (from /proc: Postgres on this machine) and WAL per mark.
 func BenchmarkMarks(b *testing.B) {
 	s := dbtest.NewWithConns(b, 4)
 	ctx := b.Context()
 	const fill, batch, workers = 20_000, 3, 2
 	n := max(b.N, 3*batch*workers)
-	keys := make([]inbox.Key, 0, fill+n)
-	for i := 0; i < fill+n; i += 1000 {
-		recs := make([]*inbox.Record, 0, 1000)
-		for j := range 1000 {
-			r := record(fmt.Sprintf("evt_%09d", i+j), fmt.Sprintf("sub_%06d", (i+j)%10000))
-			recs = append(recs, r)
-			keys = append(keys, key(r.Event.ID))
-		}
-		_, err := inbox.Insert(ctx, s.Pool, recs, time.Now())
-		require.NoError(b, err)
-	}
-	_, err := s.Pool.Exec(ctx, `ANALYZE webhook_inbox, webhook_inbox_body`)
-	require.NoError(b, err)
+	keys := fillInbox(b, s.Pool, fill+n, func(i int) string { return fmt.Sprintf("sub_%06d", i%10000) })
 	keys = keys[fill:]
 	var lsn0 string
 	require.NoError(b, s.Pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn0))
