@@ -73,7 +73,7 @@ func TestHotStatementsUseTheirIndexWithOrWithoutStatistics(t *testing.T) {
 		{Name: "load a batch's bodies", SQL: loadBodiesSQL, Args: []any{bp, ba, be, bid, bodyAt},
 			Reads: []string{"webhook_inbox_body_pkey"}},
 		{Name: "mark a batch's events", SQL: markSQL, Args: []any{bp, ba, be, bid, status, outcome, lastErrs, attempts, next, make([]*time.Time, bn), repeat("pending", bn)},
-			Reads: []string{"webhook_inbox_pkey"}, Settings: MarkSettings},
+			Reads: []string{"webhook_inbox_pkey"}, Settings: markSettings},
 		{Name: "mark a poison event dead", SQL: markDeadSQL, Args: []any{bp[0], ba[0], be[0], bid[0], "rejected", []string{"pending"}},
 			Reads: []string{"webhook_inbox_pkey"}},
 		{Name: "inbox backlog gauges", SQL: backlogSQL,

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 	"weak"
@@ -389,7 +392,7 @@ type Mark struct {
 // during a backlog each key's probe through it reads every pending row.
 // Compared with a column of the batch, the primary key is the only index
 // that fits. QueueMarks turns hash and merge joins off for the rest of its
-// transaction before it (MarkSettings): without statistics, on 100k narrow
+// transaction before it (markSettings): without statistics, on 100k narrow
 // ledger rows, the planner otherwise hash-joins the batch with the whole
 // ledger. A row updated concurrently
 // is checked again in its new version (the update waits for the other
@@ -407,12 +410,23 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
 WHERE w.provider = u.provider AND w.source_account = u.source_account
   AND w.environment = u.environment AND w.event_id = u.event_id AND w.status = u.loaded_status`
 
-// MarkSettings are the planner settings markSQL is planned under
+// markSettings are the planner settings markSQL is planned under
 // (set_config name → value); markSettingsSQL sets them for the rest of the
 // transaction.
-var MarkSettings = map[string]string{"enable_hashjoin": "off", "enable_mergejoin": "off"}
+var (
+	markSettings    = map[string]string{"enable_hashjoin": "off", "enable_mergejoin": "off"}
+	markSettingsSQL = settingsSQL(markSettings)
+)
 
-const markSettingsSQL = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+// settingsSQL is one statement that sets each of settings for the rest of
+// its transaction, in name order (one text, one cached statement).
+func settingsSQL(settings map[string]string) string {
+	calls := make([]string, 0, len(settings))
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		calls = append(calls, fmt.Sprintf("set_config('%s', '%s', true)", name, settings[name]))
+	}
+	return "SELECT " + strings.Join(calls, ", ")
+}
 
 // QueueMarks queues marks into b, for the transaction that applies their
 // events' effects. Each mark applies only while its event is still
