@@ -244,7 +244,7 @@ type Case struct {
 	TinyTables []string
 	// Settings are set_config calls (name → value) made before the
 	// statement is planned, as the transaction that runs it makes them
-	// (the processor's batch disables hash and merge joins).
+	// (a batch of marks turns hash and merge joins off).
 	Settings map[string]string
 }
 
