@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hookyard/hookyard/internal/testkit/freeport"
 )
 
 // receiverConfig is the subprocess's config: one Stripe endpoint.
@@ -249,14 +250,9 @@ type receiverProc struct {
 	once   sync.Once
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// freeAddr is an address for a process the bench starts: see freeport
+// for why not port 0.
+func freeAddr() (string, error) { return freeport.Addr() }
 
 func startReceiver(ctx context.Context, bin, cfgPath, dbURL string, passLog bool, progress io.Writer) (*receiverProc, error) {
 	addr, err := freeAddr()

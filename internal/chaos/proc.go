@@ -3,7 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hookyard/hookyard/internal/testkit/freeport"
 )
 
 // proc is one service process of the hookyard binary. It can be killed,
@@ -135,7 +137,7 @@ func (p *proc) waitHealthy(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if p.exited() {
-			return fmt.Errorf("chaos: %s exited at start; see %s", p.name, p.logPath)
+			return fmt.Errorf("chaos: %s exited at start; see %s; it ended with:\n%s", p.name, p.logPath, logTail(p.logPath, 2048))
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.health, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -153,14 +155,23 @@ func (p *proc) waitHealthy(ctx context.Context, d time.Duration) error {
 	return fmt.Errorf("chaos: %s not healthy within %s; see %s", p.name, d, p.logPath)
 }
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// freeAddr returns a loopback address for a service to bind: see
+// freeport for why not port 0.
+func freeAddr() (string, error) { return freeport.Addr() }
 
 func logFile(dir, name string) string { return filepath.Join(dir, name+".log") }
+
+// logTail is the last n bytes of a service's log, for an error that must
+// say why the service stopped where only the error is kept (CI).
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(-n, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -10,16 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hookyard/hookyard/internal/testkit/dbtest"
+	"github.com/hookyard/hookyard/internal/testkit/freeport"
 	"github.com/hookyard/hookyard/internal/testkit/pipelinetest"
 	"github.com/hookyard/hookyard/pkg/config"
 )
 
+// freeAddr is an address for dev to bind later: see freeport for why not
+// port 0.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,10 +24,7 @@ func TestDevReconcilesChargebeeAndGitHubThroughTheirSimulators(t *testing.T) {
 	s := dbtest.NewWithConns(t, 30)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	simAddr := simLn.Addr().String()
-	require.NoError(t, simLn.Close())
+	simAddr := freeAddr(t)
 	vars := map[string]string{"HTTP_ADDR": freeAddr(t), "OPS_ADDR": freeAddr(t)}
 	cfg, err := config.Parse([]byte(`
 endpoints:

@@ -4,5 +4,7 @@
 // (testcontainers where a Docker engine runs, skipped with a message where
 // none does), pipelinetest (the whole pipeline in one test), plantest (the
 // hot statements' plans on tables with and without statistics) and
-// promread (metrics read back). Nothing here runs in a service.
+// promread (metrics read back) and freeport (ports for the processes a
+// harness starts, outside the kernel's ephemeral range). Nothing here
+// runs in a service.
 package testkit
