@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookyard/hookyard/internal/testkit/freeport"
 	"github.com/hookyard/hookyard/pkg/db"
 	"github.com/hookyard/hookyard/pkg/provider/chargebee"
 )
@@ -349,7 +350,7 @@ func (b *bench) startDev(ctx context.Context, s devSpec) (_ *pipeline, err error
 
 	var addrs [4]string
 	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
+		if addrs[i], err = freeport.Addr(); err != nil {
 			return nil, err
 		}
 	}

@@ -250,16 +250,12 @@ type receiverProc struct {
 	once   sync.Once
 }
 
-// freeAddr is an address for a process the bench starts: see freeport
-// for why not port 0.
-func freeAddr() (string, error) { return freeport.Addr() }
-
 func startReceiver(ctx context.Context, bin, cfgPath, dbURL string, passLog bool, progress io.Writer) (*receiverProc, error) {
-	addr, err := freeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}

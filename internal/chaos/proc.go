@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/hookyard/hookyard/internal/testkit/freeport"
 )
 
 // proc is one service process of the hookyard binary. It can be killed,
@@ -154,10 +152,6 @@ func (p *proc) waitHealthy(ctx context.Context, d time.Duration) error {
 	}
 	return fmt.Errorf("chaos: %s not healthy within %s; see %s", p.name, d, p.logPath)
 }
-
-// freeAddr returns a loopback address for a service to bind: see
-// freeport for why not port 0.
-func freeAddr() (string, error) { return freeport.Addr() }
 
 func logFile(dir, name string) string { return filepath.Join(dir, name+".log") }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/hookyard/hookyard/internal/receiptsim"
+	"github.com/hookyard/hookyard/internal/testkit/freeport"
 	"github.com/hookyard/hookyard/pkg/provider/stripe/stripesim"
 )
 
@@ -147,11 +148,11 @@ func (s *system) startDatabase(ctx context.Context) error {
 }
 
 func (s *system) startSimulator() error {
-	addr, err := freeAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return err
 	}
-	rcvAddr, err := freeAddr()
+	rcvAddr, err := freeport.Addr()
 	if err != nil {
 		return err
 	}
@@ -215,7 +216,7 @@ relay:
 
 // newProc prepares a service process with its own metrics port.
 func (s *system) newProc(name, sub string, extraEnv ...string) (*proc, error) {
-	maddr, err := freeAddr()
+	maddr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +231,7 @@ func (s *system) newProc(name, sub string, extraEnv ...string) (*proc, error) {
 }
 
 func (s *system) startServices(ctx context.Context) error {
-	opsAddr, err := freeAddr()
+	opsAddr, err := freeport.Addr()
 	if err != nil {
 		return err
 	}

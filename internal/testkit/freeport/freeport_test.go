@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestAddrIsFreeBelowTheEphemeralRangeAndNeverRepeats: many goroutines
-// take addresses at once; each is bindable, below the kernel's ephemeral
+// TestAddrIsFreeOutsideTheEphemeralRangeAndNeverRepeats: many goroutines
+// take addresses at once; each is bindable, outside the kernel's ephemeral
 // range, and none is handed out twice.
-func TestAddrIsFreeBelowTheEphemeralRangeAndNeverRepeats(t *testing.T) {
+func TestAddrIsFreeOutsideTheEphemeralRangeAndNeverRepeats(t *testing.T) {
 	const n = 400
 	var wg sync.WaitGroup
 	addrs := make([]string, n)
@@ -19,7 +19,7 @@ func TestAddrIsFreeBelowTheEphemeralRangeAndNeverRepeats(t *testing.T) {
 		wg.Go(func() { addrs[i], errs[i] = Addr() })
 	}
 	wg.Wait()
-	top := ephemeralLow()
+	elo, ehi := readEphemeral()
 	seen := map[string]bool{}
 	for i, a := range addrs {
 		if errs[i] != nil {
@@ -31,8 +31,8 @@ func TestAddrIsFreeBelowTheEphemeralRangeAndNeverRepeats(t *testing.T) {
 		seen[a] = true
 		_, p, _ := net.SplitHostPort(a)
 		port, _ := strconv.Atoi(p)
-		if port < lowest || port >= top {
-			t.Fatalf("%s outside [%d, %d)", a, lowest, top)
+		if port >= elo && port <= ehi {
+			t.Fatalf("%s inside the ephemeral range [%d, %d]", a, elo, ehi)
 		}
 	}
 	ln, err := net.Listen("tcp", addrs[0])
@@ -43,30 +43,47 @@ func TestAddrIsFreeBelowTheEphemeralRangeAndNeverRepeats(t *testing.T) {
 }
 
 // TestAddrSkipsABoundPort: a port something listens on is never returned.
+// The test holds ports of a range below the one Addr draws from, so the
+// harnesses of test packages running beside it never meet them.
 func TestAddrSkipsABoundPort(t *testing.T) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	// Bind a block of the range; Addr must avoid every one of them.
+	const lo, hi = 15000, 15100
+	mu.Lock()
+	for p := lo; p < hi; p++ {
+		delete(handed, p) // an earlier run of this test (-count) drew them
+	}
+	mu.Unlock()
 	bound := map[string]bool{}
-	for p := lowest; p < lowest+2000; p++ {
+	for p := lo; p < hi-10; p++ {
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
 			continue
 		}
-		held = append(held, ln)
+		defer ln.Close()
 		bound[ln.Addr().String()] = true
 	}
-	for range 300 {
-		a, err := Addr()
+	for range 5 {
+		a, err := addrIn(lo, hi)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if bound[a] {
-			t.Fatalf("Addr returned %s, which is bound", a)
+			t.Fatalf("addrIn returned %s, which is bound", a)
+		}
+	}
+}
+
+// The range drawn from is below the ephemeral one when there is room
+// there, above it when only there is, and never inside it.
+func TestRangeStaysOutsideTheEphemeralRange(t *testing.T) {
+	for _, c := range []struct{ elo, ehi, lo, hi int }{
+		{32768, 60999, lowest, 32768}, // Linux's default
+		{49152, 65535, lowest, 49152}, // IANA's, the BSDs'
+		{1024, 40000, 40001, 65536},   // a widened range: above it
+		{1024, 65000, lowest, 32768},  // no room either side
+	} {
+		lo, hi := outsideEphemeral(c.elo, c.ehi)
+		if lo != c.lo || hi != c.hi {
+			t.Errorf("ephemeral [%d, %d]: drew from [%d, %d), want [%d, %d)", c.elo, c.ehi, lo, hi, c.lo, c.hi)
 		}
 	}
 }
