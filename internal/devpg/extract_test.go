@@ -19,10 +19,12 @@ func fakeJar(t *testing.T, entries []*tar.Header, bodies map[string]string) stri
 	t.Helper()
 	var tarBuf bytes.Buffer
 	tw := tar.NewWriter(&tarBuf)
-	for _, h := range entries {
+	for _, e := range entries {
+		// A copy: parallel subtests share their headers, and Size is set here.
+		h := *e
 		body := bodies[h.Name]
 		h.Size = int64(len(body))
-		require.NoError(t, tw.WriteHeader(h))
+		require.NoError(t, tw.WriteHeader(&h))
 		_, err := tw.Write([]byte(body))
 		require.NoError(t, err)
 	}
