@@ -34,11 +34,13 @@ func TestRelayVacuumsTheOutboxWhenItsDeadRowsPileUp(t *testing.T) {
 		require.NoError(t, s.Pool.QueryRow(ctx, `SELECT n_dead_tup, vacuum_count FROM pg_stat_user_tables WHERE relid = 'outbox'::regclass`).Scan(&dead, &vacuums))
 		return dead, vacuums
 	}
+	// The server counts a vacuum before the relay's Exec returns and the
+	// relay counts it, so the two counters are awaited together. Autovacuum
+	// is off for the outbox: a vacuum counted here is the relay's.
 	require.Eventually(t, func() bool {
 		dead, vacuums := stats()
-		return vacuums > 0 && dead < 1000
-	}, 30*time.Second, 50*time.Millisecond, "the outbox keeps its dead rows")
-	require.Positive(t, metric(t, reg, "hookyard_outbox_vacuums_total"))
+		return vacuums > 0 && dead < 1000 && metric(t, reg, "hookyard_outbox_vacuums_total") > 0
+	}, 30*time.Second, 50*time.Millisecond, "the outbox keeps its dead rows, or the relay did not count its vacuum")
 }
 
 // A vacuum of the outbox keeps its empty pages: giving them back takes an
